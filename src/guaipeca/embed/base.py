@@ -1,0 +1,102 @@
+"""The embedding contract shared by every embedder, and the text each chunk is embedded as.
+
+Layers above embedding (storage, search, the server) only ever see :class:`Embedder`, so a
+test can swap the real model for :class:`~guaipeca.embed.hashing.HashingEmbedder` and a user
+can swap it for any other model without those layers changing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from guaipeca.errors import InvalidArgumentError
+
+__all__ = ["HEADING_SEPARATOR", "Embedder", "Vector", "Vectors", "embedding_input"]
+
+#: One embedding, ``float32[dimension]``.
+Vector = NDArray[np.float32]
+#: A batch of embeddings, ``float32[n, dimension]``, one row per input text.
+Vectors = NDArray[np.float32]
+
+#: How the heading path is written on the first line of the embedded text (SPEC §3.5).
+HEADING_SEPARATOR = " > "
+
+# A cut that moves back to a word boundary may give up at most this share of the budget:
+# losing more than a fifth of the text to avoid splitting one word is a bad trade.
+_WORD_BOUNDARY_WINDOW = 0.2
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns text into unit-length ``float32`` vectors.
+
+    ``name`` identifies the model *and* everything that changes its vectors (an index built
+    with one name must not be searched with vectors of another); ``dimension`` is the length
+    of every vector it returns.
+    """
+
+    name: str
+    dimension: int
+
+    def embed_passages(self, texts: Sequence[str]) -> Vectors:
+        """Embed documents: ``float32[len(texts), dimension]``, rows L2-normalised.
+
+        An empty sequence gives an array of shape ``(0, dimension)``.
+        """
+        ...
+
+    def embed_query(self, text: str) -> Vector:
+        """Embed one search query: ``float32[dimension]``, L2-normalised."""
+        ...
+
+
+def embedding_input(
+    text: str,
+    heading_path: Sequence[str],
+    *,
+    preprocess: bool = True,
+    max_chars: int = 500,
+    context: str = "",
+) -> str:
+    """The string a chunk is embedded as (SPEC §3.5); the stored chunk text never changes.
+
+    With ``preprocess`` (the default) it is the heading path joined by ``" > "`` on its own
+    line, then ``context`` when given (neighbour text added by ``chunking.overlap``, §3.3),
+    then the first ``max_chars`` characters of ``text`` — cut back to a word boundary when
+    one lies in the last 20% of that budget, so the model never sees half a word. Without
+    ``preprocess`` the text is kept whole. Blank headings are skipped; an empty heading path
+    gives no heading line. ``context`` is not cut: its size is the caller's overlap setting.
+    """
+    if isinstance(heading_path, str):
+        # A bare string is a Sequence[str] too; joining its characters would be silent garbage.
+        raise InvalidArgumentError("heading_path must be a list of headings, not a string")
+    if max_chars < 1:
+        raise InvalidArgumentError(f"max_chars must be at least 1, got {max_chars}")
+    body = _truncate_at_word(text, max_chars) if preprocess else text
+    parts: list[str] = []
+    heading = HEADING_SEPARATOR.join(h.strip() for h in heading_path if h.strip())
+    if heading:
+        parts.append(heading)
+    if context:
+        parts.append(context)
+    parts.append(body)
+    return "\n".join(parts)
+
+
+def _truncate_at_word(text: str, max_chars: int) -> str:
+    """The first ``max_chars`` characters, shortened to end at a word when that is cheap."""
+    if len(text) <= max_chars:
+        return text
+    cut = text[:max_chars]
+    if not text[max_chars].isspace():
+        # The cut falls inside a word: back off to the last whitespace if it is close enough.
+        floor = int(max_chars * (1 - _WORD_BOUNDARY_WINDOW))
+        for i in range(len(cut) - 1, floor - 1, -1):
+            if cut[i].isspace():
+                cut = cut[:i]
+                break
+    return cut.rstrip()

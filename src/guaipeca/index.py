@@ -1,0 +1,604 @@
+"""The library facade: ``Index`` adds, searches, reads and maintains named corpora.
+
+Layout on disk: ``<path>/corpora/<name>/`` holds one corpus (catalog, vectors, lexical
+index). ``Index()`` with no path keeps everything in memory, with the same code paths and
+identical rankings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from .chunk import canonicalize, chunk_text
+from .config import EngineSettings
+from .embed import CachedEmbedder, Embedder, QueryCache, default_embedder, embedding_input
+from .errors import InvalidArgumentError, NotFoundError
+from .search.corpus import Corpus, PreparedDocument, valid_corpus_name
+from .search.fusion import weighted_rrf
+from .search.snippet import make_snippet
+from .store import ChunkRow, validate_where
+from .types import (
+    SEARCH_MODES,
+    AddReport,
+    Chunk,
+    Document,
+    DocumentInfo,
+    Hit,
+    IndexStats,
+    NewDocument,
+    ScoreParts,
+    SearchMode,
+)
+
+__all__ = ["Index"]
+
+MAX_QUERY_CHARS = 8192
+MAX_TOP_K = 1000
+MAX_DOC_ID_CHARS = 1024
+_WRITE_BATCH_CHUNKS = 2048
+
+
+class Index:
+    """Hybrid search over named corpora of documents.
+
+    Args:
+        path: a folder to keep the index in (created if missing), or None for memory only.
+        embedder: any :class:`~guaipeca.embed.Embedder`; default: the bundled MiniLM int8.
+        settings: chunking, embedding and search settings (:class:`EngineSettings`).
+        language: language of new corpora (Snowball name, e.g. "english", "portuguese").
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        embedder: Embedder | None = None,
+        settings: EngineSettings | None = None,
+        language: str | None = None,
+    ) -> None:
+        self.settings = settings or EngineSettings()
+        self.language = language or self.settings.language
+        self.path = Path(path).expanduser() if path is not None else None
+        base = embedder if embedder is not None else self._default_embedder()
+        emb = self.settings.embedding
+        self.embedder: Embedder = (
+            CachedEmbedder(base, QueryCache(emb.cache_max_entries, emb.cache_ttl_seconds))
+            if emb.cache_max_entries > 0
+            else base
+        )
+        self._base_name = base.name
+        self._corpora: dict[str, Corpus] = {}
+        self._weights: dict[str, float] = {}
+        self._lock = threading.Lock()
+        if self.path is not None:
+            (self.path / "corpora").mkdir(parents=True, exist_ok=True)
+            for folder in sorted((self.path / "corpora").iterdir()):
+                if (folder / "catalog.sqlite").exists():
+                    self._open_corpus(folder.name, None)
+
+    def _default_embedder(self) -> Embedder:
+        emb = self.settings.embedding
+        return default_embedder(threads=emb.threads, batch_size=emb.batch_size)
+
+    # -- corpora -----------------------------------------------------------------------
+    def _open_corpus(self, name: str, language: str | None) -> Corpus:
+        folder = self.path / "corpora" / name if self.path is not None else None
+        corpus = Corpus(
+            name, folder, language=language, model=self._base_name, dim=self.embedder.dimension
+        )
+        self._corpora[name] = corpus
+        self._weights.setdefault(name, 1.0)
+        return corpus
+
+    def create_corpus(
+        self, name: str, *, language: str | None = None, weight: float | None = None
+    ) -> None:
+        """Open or create a corpus; ``weight`` multiplies its scores when corpora merge."""
+        valid_corpus_name(name)
+        with self._lock:
+            if name not in self._corpora:
+                self._open_corpus(name, language or self.language)
+            elif language is not None and language != self._corpora[name].language:
+                self._corpora[name].close()
+                del self._corpora[name]
+                self._open_corpus(name, language)  # raises ConfigError naming both
+        if weight is not None:
+            self.set_corpus_weight(name, weight)
+
+    def set_corpus_weight(self, name: str, weight: float) -> None:
+        if not (isinstance(weight, int | float) and math.isfinite(weight) and weight >= 0):
+            raise InvalidArgumentError(f"corpus weight must be a number >= 0, not {weight!r:.40}")
+        self._corpus(name)
+        self._weights[name] = float(weight)
+
+    @property
+    def corpora(self) -> list[str]:
+        return sorted(self._corpora)
+
+    def _corpus(self, name: str) -> Corpus:
+        try:
+            return self._corpora[name]
+        except KeyError:
+            known = ", ".join(sorted(self._corpora)) or "none yet"
+            raise NotFoundError(f"no corpus named {name!r:.70} (corpora: {known})") from None
+
+    def _ensure_corpus(self, name: str) -> Corpus:
+        if name not in self._corpora:
+            self.create_corpus(name)
+        return self._corpora[name]
+
+    # -- writing -----------------------------------------------------------------------
+    def add_documents(
+        self,
+        docs: Mapping[str, str] | Iterable[NewDocument],
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        corpus: str = "default",
+    ) -> AddReport:
+        """Insert or replace documents; unchanged ones are skipped, unchanged chunks reuse
+        their vectors.
+
+        ``docs`` is ``{doc_id: text}`` or :class:`NewDocument` items (with per-document
+        metadata, which is merged over ``metadata``).
+
+        Raises:
+            InvalidArgumentError: an id, text or metadata value is unusable.
+        """
+        shared = _check_metadata(metadata or {})
+        items = _as_new_documents(docs, shared)
+        store = self._ensure_corpus(corpus)
+        counts = {"added": 0, "replaced": 0, "unchanged": 0, "metadata_updated": 0}
+        chunk_totals = {"chunks": 0, "embedded": 0, "reused": 0}
+        pending: list[_Pending] = []
+        pending_chunks = 0
+        for item in items:
+            text = canonicalize(item.text)
+            sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            stored = store.stored_signature(item.doc_id)
+            if stored is not None and stored[0] == sha and stored[2] == item.source_path:
+                if stored[1] == item.metadata:
+                    counts["unchanged"] += 1
+                else:
+                    store.update_metadata(item.doc_id, item.metadata)
+                    counts["metadata_updated"] += 1
+                continue
+            counts["replaced" if stored is not None else "added"] += 1
+            prepared = self._prepare(corpus, item, text, sha)
+            pending.append(prepared)
+            pending_chunks += len(prepared.chunks)
+            if pending_chunks >= _WRITE_BATCH_CHUNKS:
+                self._flush(store, pending, chunk_totals)
+                pending, pending_chunks = [], 0
+        self._flush(store, pending, chunk_totals)
+        return AddReport(
+            added=counts["added"],
+            replaced=counts["replaced"],
+            unchanged=counts["unchanged"],
+            metadata_updated=counts["metadata_updated"],
+            chunks=chunk_totals["chunks"],
+            chunks_embedded=chunk_totals["embedded"],
+            chunks_reused=chunk_totals["reused"],
+        )
+
+    def _prepare(self, corpus: str, item: NewDocument, text: str, sha: str) -> _Pending:
+        chunking, emb = self.settings.chunking, self.settings.embedding
+        page_starts = _canonical_page_starts(item.text, item.page_starts)
+        chunks = chunk_text(
+            text,
+            doc_key=f"{corpus}/{item.doc_id}",
+            max_size=chunking.max_size,
+            page_starts=page_starts,
+        )
+        inputs: list[str] = []
+        for i, c in enumerate(chunks):
+            context = ""
+            if chunking.overlap and i and chunks[i - 1].section_id == c.section_id:
+                context = chunks[i - 1].text[-chunking.overlap :]
+            inputs.append(
+                embedding_input(
+                    c.text,
+                    c.heading_path,
+                    preprocess=emb.preprocess,
+                    max_chars=emb.preprocess_chars,
+                    context=context,
+                )
+            )
+        salt = self._base_name + "\x00"
+        hashes = [hashlib.sha256((salt + s).encode("utf-8")).hexdigest() for s in inputs]
+        return _Pending(item, text, sha, chunks, inputs, hashes)
+
+    def _flush(self, store: Corpus, pending: list[_Pending], totals: dict[str, int]) -> None:
+        if not pending:
+            return
+        known = store.known_vectors(h for p in pending for h in p.hashes)
+        missing: dict[str, str] = {}
+        for p in pending:
+            for h, s in zip(p.hashes, p.inputs, strict=True):
+                if h not in known:
+                    missing.setdefault(h, s)
+        if missing:
+            vectors = self.embedder.embed_passages(list(missing.values()))
+            known.update(zip(missing.keys(), vectors, strict=True))
+        dim = self.embedder.dimension
+        docs = []
+        for p in pending:
+            vecs = (
+                np.vstack([known[h] for h in p.hashes]).astype(np.float32)
+                if p.hashes
+                else np.zeros((0, dim), dtype=np.float32)
+            )
+            docs.append(
+                PreparedDocument(
+                    doc_id=p.item.doc_id,
+                    text=p.text,
+                    text_sha256=p.sha,
+                    metadata=p.item.metadata,
+                    source_path=p.item.source_path,
+                    modified=p.item.modified,
+                    chunks=p.chunks,
+                    embed_hashes=p.hashes,
+                    vectors=vecs,
+                )
+            )
+            totals["chunks"] += len(p.chunks)
+        totals["embedded"] += len(missing)
+        totals["reused"] += sum(len(p.hashes) for p in pending) - len(missing)
+        store.write(docs)
+
+    def update_metadata(
+        self,
+        doc_id: str,
+        metadata: Mapping[str, Any],
+        *,
+        corpus: str | None = None,
+        merge: bool = True,
+    ) -> None:
+        """Change a document's metadata without re-embedding (``merge=False`` replaces it).
+
+        Raises:
+            NotFoundError: no such document.
+        """
+        new = _check_metadata(metadata)
+        store = self._find_doc_corpus(doc_id, corpus)
+        sig = store.stored_signature(doc_id)
+        if sig is None:  # deleted meanwhile
+            raise NotFoundError(f"no document {doc_id!r:.80}")
+        store.update_metadata(doc_id, {**sig[1], **new} if merge else new)
+
+    def delete_document(self, doc_id: str, *, corpus: str | None = None) -> bool:
+        """Delete one document. Returns False when it did not exist."""
+        try:
+            store = self._find_doc_corpus(doc_id, corpus)
+        except NotFoundError:
+            return False
+        return store.delete([doc_id]) > 0
+
+    def compact(self, corpus: str | None = None) -> None:
+        """Reclaim space left by deletes and refresh BM25 statistics."""
+        for name in [corpus] if corpus else self.corpora:
+            self._corpus(name).compact()
+
+    # -- searching ---------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        mode: SearchMode | None = None,
+        where: Mapping[str, Any] | None = None,
+        corpora: Sequence[str] | None = None,
+        candidates: int | None = None,
+        rrf_k: float | None = None,
+        dense_weight: float | None = None,
+        bm25_weight: float | None = None,
+    ) -> list[Hit]:
+        """Search the corpora; returns up to ``top_k`` hits, best first.
+
+        Raises:
+            InvalidArgumentError: empty or oversized query, bad ``top_k`` or mode.
+            InvalidFilterError: a malformed ``where``.
+            NotFoundError: an unknown corpus name.
+        """
+        s = self.settings.search
+        mode = mode or s.mode
+        top_k = s.top_k if top_k is None else top_k
+        depth = candidates or max(s.candidates, top_k)
+        k = s.rrf_k if rrf_k is None else rrf_k
+        w_dense = s.dense_weight if dense_weight is None else dense_weight
+        w_bm25 = s.bm25_weight if bm25_weight is None else bm25_weight
+        _check_query(query, top_k, mode, depth, k)
+        validate_where(where)
+        names = list(corpora) if corpora else self.corpora
+        stores = [self._corpus(n) for n in names]
+        qvec = self.embedder.embed_query(query) if mode != "keyword" else None
+        scored: list[tuple[float, str, int, ScoreParts]] = []
+        for store in stores:
+            dense = store.dense(qvec, depth, where) if qvec is not None else []
+            lexical = store.keyword(query, depth, where) if mode != "dense" else []
+            parts = _parts(dense, lexical)
+            if mode == "hybrid":
+                fused = weighted_rrf(
+                    [([pk for pk, _ in dense], w_dense), ([pk for pk, _ in lexical], w_bm25)], k=k
+                )
+            else:
+                fused = dense if mode == "dense" else lexical
+            weight = self._weights.get(store.name, 1.0)
+            scored.extend((score * weight, store.name, pk, parts[pk]) for pk, score in fused)
+        scored.sort(key=lambda t: (-t[0], t[1], t[2]))
+        return self._hits(scored[:top_k], query)
+
+    def _hits(self, scored: list[tuple[float, str, int, ScoreParts]], query: str) -> list[Hit]:
+        by_corpus: dict[str, list[int]] = {}
+        for _, name, pk, _ in scored:
+            by_corpus.setdefault(name, []).append(pk)
+        rows = {name: self._corpora[name].rows(pks) for name, pks in by_corpus.items()}
+        width = self.settings.search.snippet_chars
+        hits: list[Hit] = []
+        for score, name, pk, parts in scored:
+            row = rows[name].get(pk)
+            if row is None:  # deleted between retrieval and fetch
+                continue
+            analyzer = self._corpora[name].analyzer
+            terms = set(analyzer.tokens(query))
+            snippet = make_snippet(row.text, terms, analyzer.tokens, width=width)
+            hits.append(_hit(name, row, score, parts, snippet))
+        return hits
+
+    # -- reading -----------------------------------------------------------------------
+    def get_chunk(self, chunk_id: str) -> Chunk:
+        """One chunk by id (``"corpus:number"``, as in :attr:`Hit.chunk_id`).
+
+        Raises:
+            NotFoundError: no such chunk.
+        """
+        name, pk = _parse_chunk_id(chunk_id)
+        row = self._corpus(name).rows([pk]).get(pk)
+        if row is None:
+            raise NotFoundError(f"no chunk {chunk_id!r:.80}")
+        return _chunk(name, row)
+
+    def neighbors(self, chunk_id: str, window: int = 1) -> list[Chunk]:
+        """The chunk and up to ``window`` chunks either side of it, in document order."""
+        if not isinstance(window, int) or not 0 <= window <= 100:
+            raise InvalidArgumentError("window must be an integer from 0 to 100")
+        centre = self.get_chunk(chunk_id)
+        rows = self._corpus(centre.corpus).catalog.document_chunks(
+            centre.doc_id, max(0, centre.position - window), centre.position + window
+        )
+        return [_chunk(centre.corpus, r) for r in rows]
+
+    def get_document(self, doc_id: str, *, corpus: str | None = None) -> Document:
+        """A whole document: canonical text and metadata.
+
+        Raises:
+            NotFoundError: no such document.
+        """
+        store = self._find_doc_corpus(doc_id, corpus)
+        row = store.catalog.document(doc_id)
+        if row is None:
+            raise NotFoundError(f"no document {doc_id!r:.80}")
+        return Document(
+            row.doc_id, store.name, row.text, row.metadata, row.source_path, row.chunk_count
+        )
+
+    def list_documents(
+        self,
+        *,
+        corpus: str | None = None,
+        where: Mapping[str, Any] | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[DocumentInfo]:
+        """Documents ordered by corpus then id, optionally filtered like :meth:`search`."""
+        if not (0 < limit <= 10_000 and offset >= 0):
+            raise InvalidArgumentError("limit must be 1..10000 and offset >= 0")
+        validate_where(where)
+        out: list[DocumentInfo] = []
+        for name in [corpus] if corpus else self.corpora:
+            rows = self._corpus(name).catalog.list_documents(
+                where=where, corpus=name, limit=limit + offset, offset=0
+            )
+            out.extend(DocumentInfo(r[0], name, r[1], r[2], r[3], r[4]) for r in rows)
+        return out[offset : offset + limit]
+
+    def resolve(self, hit: Hit | Chunk) -> str:
+        """The exact span of the stored document that ``hit`` points at."""
+        doc = self.get_document(hit.doc_id, corpus=hit.corpus)
+        return doc.text[hit.start : hit.end]
+
+    def stats(self) -> IndexStats:
+        return IndexStats(
+            path=str(self.path) if self.path else None,
+            model=self._base_name,
+            dimension=self.embedder.dimension,
+            corpora=tuple(self._corpora[n].stats() for n in self.corpora),
+        )
+
+    def _find_doc_corpus(self, doc_id: str, corpus: str | None) -> Corpus:
+        if corpus is not None:
+            store = self._corpus(corpus)
+            if store.stored_signature(doc_id) is None:
+                raise NotFoundError(f"no document {doc_id!r:.80} in corpus {corpus!r}")
+            return store
+        found = [c for c in self._corpora.values() if c.stored_signature(doc_id) is not None]
+        if not found:
+            raise NotFoundError(f"no document {doc_id!r:.80}")
+        if len(found) > 1:
+            names = ", ".join(sorted(c.name for c in found))
+            raise InvalidArgumentError(
+                f"document {doc_id!r:.80} exists in several corpora ({names}); name the corpus"
+            )
+        return found[0]
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def close(self) -> None:
+        for corpus in self._corpora.values():
+            corpus.close()
+        self._corpora.clear()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class _Pending:
+    __slots__ = ("chunks", "hashes", "inputs", "item", "sha", "text")
+
+    def __init__(
+        self,
+        item: NewDocument,
+        text: str,
+        sha: str,
+        chunks: Any,
+        inputs: list[str],
+        hashes: list[str],
+    ) -> None:
+        self.item, self.text, self.sha = item, text, sha
+        self.chunks, self.inputs, self.hashes = chunks, inputs, hashes
+
+
+def _check_query(query: str, top_k: int, mode: str, depth: int, k: float) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidArgumentError("query must be a non-empty string")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidArgumentError(
+            f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}"
+        )
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise InvalidArgumentError(f"top_k must be an integer from 1 to {MAX_TOP_K}")
+    if mode not in SEARCH_MODES:
+        raise InvalidArgumentError(
+            f"mode must be one of {', '.join(SEARCH_MODES)}, not {mode!r:.30}"
+        )
+    if not 1 <= depth <= 10_000:
+        raise InvalidArgumentError("candidates must be from 1 to 10000")
+    if not k > 0:
+        raise InvalidArgumentError("rrf_k must be positive")
+
+
+def _check_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(metadata, Mapping):
+        raise InvalidArgumentError("metadata must be a mapping of names to values")
+    try:
+        # Round-trip through JSON: what is stored is exactly what comes back.
+        clean = json.loads(json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"metadata must be JSON-serialisable ({exc})") from None
+    if not all(isinstance(key, str) for key in metadata):
+        raise InvalidArgumentError("metadata keys must be strings")
+    return dict(clean)
+
+
+def _as_new_documents(
+    docs: Mapping[str, str] | Iterable[NewDocument], shared: dict[str, Any]
+) -> list[NewDocument]:
+    if isinstance(docs, Mapping):
+        raw = [NewDocument(doc_id, text) for doc_id, text in docs.items()]
+    else:
+        raw = list(docs)
+    out: list[NewDocument] = []
+    seen: set[str] = set()
+    for d in raw:
+        if not isinstance(d, NewDocument):
+            raise InvalidArgumentError("documents must be {id: text} or NewDocument items")
+        if not isinstance(d.doc_id, str) or not d.doc_id or len(d.doc_id) > MAX_DOC_ID_CHARS:
+            raise InvalidArgumentError(
+                f"document ids must be non-empty strings of at most {MAX_DOC_ID_CHARS} characters"
+            )
+        if not isinstance(d.text, str):
+            raise InvalidArgumentError(f"text of document {d.doc_id!r:.80} must be a string")
+        if d.doc_id in seen:
+            raise InvalidArgumentError(f"document id {d.doc_id!r:.80} appears twice in one call")
+        seen.add(d.doc_id)
+        merged = {**shared, **_check_metadata(d.metadata)} if d.metadata else dict(shared)
+        out.append(NewDocument(d.doc_id, d.text, merged, d.source_path, d.modified, d.page_starts))
+    return out
+
+
+def _canonical_page_starts(raw: str, page_starts: Sequence[int] | None) -> list[int] | None:
+    """Page offsets given against the raw text, moved to the canonical (LF-only) text."""
+    if page_starts is None:
+        return None
+    if "\r\n" not in raw:
+        return list(page_starts)
+    out = []
+    for p in page_starts:
+        out.append(p - raw.count("\r\n", 0, p))
+    return out
+
+
+def _parse_chunk_id(chunk_id: str) -> tuple[str, int]:
+    if isinstance(chunk_id, str):
+        name, sep, number = chunk_id.rpartition(":")
+        if sep and number.isdigit() and name:
+            return name, int(number)
+    raise NotFoundError(f"{chunk_id!r:.80} is not a chunk id (expected 'corpus:number')")
+
+
+def _parts(
+    dense: list[tuple[int, float]], lexical: list[tuple[int, float]]
+) -> dict[int, ScoreParts]:
+    d = {pk: (score, rank) for rank, (pk, score) in enumerate(dense, start=1)}
+    lx = {pk: (score, rank) for rank, (pk, score) in enumerate(lexical, start=1)}
+    out: dict[int, ScoreParts] = {}
+    for pk in d.keys() | lx.keys():
+        ds, dr = d.get(pk, (None, None))
+        ls, lr = lx.get(pk, (None, None))
+        out[pk] = ScoreParts(dense=ds, lexical=ls, dense_rank=dr, lexical_rank=lr)
+    return out
+
+
+def _chunk(corpus: str, row: ChunkRow) -> Chunk:
+    return Chunk(
+        chunk_id=f"{corpus}:{row.chunk_pk}",
+        corpus=corpus,
+        doc_id=row.doc_id,
+        position=row.position,
+        start=row.start,
+        end=row.end,
+        text=row.text,
+        heading_path=row.heading_path,
+        section_id=row.section_id,
+        page_start=row.page_start,
+        page_end=row.page_end,
+        source_path=row.source_path,
+        metadata=row.metadata,
+    )
+
+
+def _hit(corpus: str, row: ChunkRow, score: float, parts: ScoreParts, snippet: str) -> Hit:
+    return Hit(
+        chunk_id=f"{corpus}:{row.chunk_pk}",
+        corpus=corpus,
+        doc_id=row.doc_id,
+        source_path=row.source_path,
+        heading_path=row.heading_path,
+        section_id=row.section_id,
+        page_start=row.page_start,
+        page_end=row.page_end,
+        start=row.start,
+        end=row.end,
+        position=row.position,
+        score=score,
+        scores=parts,
+        snippet=snippet,
+        text=row.text,
+        metadata=row.metadata,
+    )

@@ -1,0 +1,482 @@
+"""The SQLite catalog of one corpus: the source of truth.
+
+Documents with their canonical text, chunks (offsets, heading path, section, pages,
+vector slot, hash of what was embedded), metadata, the free-slot list and the generation
+counter. The vector file and the lexical index are derived from it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import IndexCorruptError
+from .filters import compile_where
+from .migrations import migrate
+
+__all__ = ["Catalog", "ChunkRecord", "ChunkRow", "DocRow", "WriteTxn"]
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    """A chunk to insert (its vector slot is chosen by the transaction)."""
+
+    position: int
+    start: int
+    end: int
+    heading_path: tuple[str, ...]
+    section_id: str
+    page_start: int | None
+    page_end: int | None
+    embed_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    chunk_pk: int
+    doc_id: str
+    position: int
+    start: int
+    end: int
+    heading_path: tuple[str, ...]
+    section_id: str
+    page_start: int | None
+    page_end: int | None
+    slot: int
+    text: str
+    source_path: str | None
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class DocRow:
+    doc_pk: int
+    doc_id: str
+    source_path: str | None
+    text: str
+    metadata: dict[str, Any]
+    chunk_count: int
+
+
+_CHUNK_SELECT = """
+    SELECT c.chunk_pk, d.doc_id, c.position, c.start, c."end", c.heading_path, c.section_id,
+           c.page_start, c.page_end, c.slot, substr(d.text, c.start + 1, c."end" - c.start),
+           d.source_path, d.metadata
+    FROM chunks c JOIN documents d ON d.doc_pk = c.doc_pk
+"""
+
+
+def _chunk_row(r: Sequence[Any]) -> ChunkRow:
+    return ChunkRow(
+        chunk_pk=r[0],
+        doc_id=r[1],
+        position=r[2],
+        start=r[3],
+        end=r[4],
+        heading_path=tuple(json.loads(r[5])),
+        section_id=r[6],
+        page_start=r[7],
+        page_end=r[8],
+        slot=r[9],
+        text=r[10],
+        source_path=r[11],
+        metadata=json.loads(r[12]),
+    )
+
+
+def _connect(target: str) -> sqlite3.Connection:
+    db = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=30.0)
+    db.execute("PRAGMA foreign_keys = ON")
+    return db
+
+
+class Catalog:
+    """One corpus's catalog. ``path=None`` keeps it in memory (same schema, same SQL)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        try:
+            self._db = _connect(str(path) if path else ":memory:")
+            if path is not None:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                # FULL: a commit survives power loss, not just a process crash.
+                self._db.execute("PRAGMA synchronous = FULL")
+            migrate(self._db)
+        except sqlite3.DatabaseError as exc:
+            raise IndexCorruptError(
+                f"catalog {path} cannot be read ({exc}); restore it from a backup "
+                "or delete the corpus folder and re-index"
+            ) from None
+
+    # -- connections -------------------------------------------------------------------
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """A connection for reads. On disk each thread gets its own (WAL readers never block)."""
+        if self.path is None:
+            with self._lock:
+                yield self._db
+            return
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = _connect(str(self.path))
+            db.execute("PRAGMA query_only = ON")
+            self._local.db = db
+        yield db
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+    # -- meta --------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        with self._reading() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, values: Mapping[str, str]) -> None:
+        with self.write() as txn:
+            for k, v in values.items():
+                txn.set_meta(k, v)
+
+    def generation(self) -> int:
+        return int(self.get_meta("generation") or 0)
+
+    # -- writes ------------------------------------------------------------------------
+    @contextmanager
+    def write(self) -> Iterator[WriteTxn]:
+        """One write transaction: BEGIN IMMEDIATE … COMMIT, rolled back on any exception."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                txn = WriteTxn(self._db)
+                yield txn
+                txn.finish()
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    # -- reads -------------------------------------------------------------------------
+    def slot_map(self) -> tuple[npt.NDArray[np.int64], int]:
+        """``slot -> chunk_pk`` (-1 where free), and the high-water mark of used slots."""
+        with self._reading() as db:
+            rows = db.execute("SELECT slot, chunk_pk FROM chunks").fetchall()
+            hw_row = db.execute("SELECT value FROM meta WHERE key = 'high_water'").fetchone()
+        high_water = int(hw_row[0]) if hw_row else 0
+        mapping = np.full(high_water, -1, dtype=np.int64)
+        if rows:
+            arr = np.asarray(rows, dtype=np.int64)
+            if int(arr[:, 0].max()) >= high_water:
+                raise IndexCorruptError("catalog slot beyond its high-water mark")
+            mapping[arr[:, 0]] = arr[:, 1]
+        return mapping, high_water
+
+    def chunks(self, chunk_pks: Sequence[int]) -> dict[int, ChunkRow]:
+        out: dict[int, ChunkRow] = {}
+        with self._reading() as db:
+            for i in range(0, len(chunk_pks), 500):
+                part = list(chunk_pks[i : i + 500])
+                marks = ",".join("?" * len(part))
+                for r in db.execute(f"{_CHUNK_SELECT} WHERE c.chunk_pk IN ({marks})", part):
+                    row = _chunk_row(r)
+                    out[row.chunk_pk] = row
+        return out
+
+    def document_chunks(
+        self, doc_id: str, first: int = 0, last: int | None = None
+    ) -> list[ChunkRow]:
+        """Chunks of one document with ``first <= position <= last``, in order."""
+        hi = last if last is not None else 2**62
+        with self._reading() as db:
+            rows = db.execute(
+                f"{_CHUNK_SELECT} WHERE d.doc_id = ? AND c.position BETWEEN ? AND ? "
+                "ORDER BY c.position",
+                (doc_id, first, hi),
+            ).fetchall()
+        return [_chunk_row(r) for r in rows]
+
+    def document(self, doc_id: str) -> DocRow | None:
+        with self._reading() as db:
+            r = db.execute(
+                "SELECT doc_pk, doc_id, source_path, text, metadata, chunk_count "
+                "FROM documents WHERE doc_id = ?",
+                (doc_id,),
+            ).fetchone()
+        if r is None:
+            return None
+        return DocRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5])
+
+    def signature(self, doc_id: str) -> tuple[str, dict[str, Any], str | None] | None:
+        """``(text_sha256, metadata, source_path)`` of a stored document."""
+        with self._reading() as db:
+            r = db.execute(
+                "SELECT text_sha256, metadata, source_path FROM documents WHERE doc_id = ?",
+                (doc_id,),
+            ).fetchone()
+        return None if r is None else (str(r[0]), dict(json.loads(r[1])), r[2])
+
+    def slots_for_hashes(self, hashes: Sequence[str]) -> dict[str, int]:
+        """One stored slot for each embedding-input hash that is already in the corpus."""
+        out: dict[str, int] = {}
+        with self._reading() as db:
+            for i in range(0, len(hashes), 500):
+                part = list(hashes[i : i + 500])
+                marks = ",".join("?" * len(part))
+                for h, slot in db.execute(
+                    f"SELECT embed_sha256, min(slot) FROM chunks WHERE embed_sha256 IN ({marks}) "
+                    "GROUP BY embed_sha256",
+                    part,
+                ):
+                    out[str(h)] = int(slot)
+        return out
+
+    def list_documents(
+        self, *, where: Mapping[str, Any] | None, corpus: str, limit: int, offset: int
+    ) -> list[tuple[str, str | None, int, int, dict[str, Any]]]:
+        """``(doc_id, source_path, chars, chunk_count, metadata)`` ordered by doc_id."""
+        if not where:
+            query = (
+                "SELECT d.doc_id, d.source_path, length(d.text), d.chunk_count, d.metadata "
+                "FROM documents d ORDER BY d.doc_id LIMIT ? OFFSET ?"
+            )
+            params: list[Any] = []
+        else:
+            # A document matches when any of its chunks does (page filters are per chunk).
+            sql_where, params = compile_where(where, corpus=corpus)
+            query = (
+                "SELECT d.doc_id, d.source_path, length(d.text), d.chunk_count, d.metadata "
+                "FROM documents d WHERE EXISTS (SELECT 1 FROM chunks c "
+                f"WHERE c.doc_pk = d.doc_pk AND ({sql_where})) ORDER BY d.doc_id LIMIT ? OFFSET ?"
+            )
+        with self._reading() as db:
+            rows = db.execute(query, [*params, limit, offset]).fetchall()
+        return [(r[0], r[1], r[2], r[3], json.loads(r[4])) for r in rows]
+
+    def filtered_slots(
+        self, where: Mapping[str, Any] | None, *, corpus: str
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``(chunk_pks, slots)`` of the chunks that match ``where``."""
+        sql_where, params = compile_where(where, corpus=corpus)
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT c.chunk_pk, c.slot FROM chunks c JOIN documents d ON d.doc_pk = c.doc_pk "
+                f"WHERE {sql_where}",
+                params,
+            ).fetchall()
+        if not rows:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty
+        arr = np.asarray(rows, dtype=np.int64)
+        return arr[:, 0], arr[:, 1]
+
+    def iter_chunk_texts(self, batch: int = 2000) -> Iterator[list[tuple[int, str]]]:
+        """All ``(chunk_pk, text)`` in batches, for rebuilding the lexical index."""
+        last = -1
+        while True:
+            with self._reading() as db:
+                rows = db.execute(
+                    'SELECT c.chunk_pk, substr(d.text, c.start + 1, c."end" - c.start) '
+                    "FROM chunks c JOIN documents d ON d.doc_pk = c.doc_pk "
+                    "WHERE c.chunk_pk > ? ORDER BY c.chunk_pk LIMIT ?",
+                    (last, batch),
+                ).fetchall()
+            if not rows:
+                return
+            yield [(int(r[0]), str(r[1])) for r in rows]
+            last = int(rows[-1][0])
+
+    def counts(self) -> tuple[int, int, int]:
+        """``(documents, chunks, free slots)``."""
+        with self._reading() as db:
+            docs = db.execute("SELECT count(*) FROM documents").fetchone()[0]
+            chunks = db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            free = db.execute("SELECT count(*) FROM free_slots").fetchone()[0]
+        return int(docs), int(chunks), int(free)
+
+    def all_slots_in_order(self) -> list[tuple[int, int]]:
+        """``(chunk_pk, slot)`` for every chunk ordered by chunk_pk (for compaction)."""
+        with self._reading() as db:
+            return [
+                (int(a), int(b))
+                for a, b in db.execute("SELECT chunk_pk, slot FROM chunks ORDER BY chunk_pk")
+            ]
+
+    def size_bytes(self) -> int:
+        if self.path is None:
+            return 0
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                total += p.stat().st_size
+        return total
+
+    def vacuum(self) -> None:
+        with self._lock:
+            self._db.execute("VACUUM")
+            if self.path is not None:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+class WriteTxn:
+    """Operations inside one catalog write transaction."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        self.generation = (int(row[0]) if row else 0) + 1
+        row = db.execute("SELECT value FROM meta WHERE key = 'high_water'").fetchone()
+        self.high_water = int(row[0]) if row else 0
+        self.freed_slots: list[int] = []
+        self.added: list[tuple[int, int]] = []  # (slot, chunk_pk)
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def find_document(self, doc_id: str) -> tuple[int, str] | None:
+        """``(doc_pk, text_sha256)`` of a stored document."""
+        r = self._db.execute(
+            "SELECT doc_pk, text_sha256 FROM documents WHERE doc_id = ?", (doc_id,)
+        ).fetchone()
+        return None if r is None else (int(r[0]), str(r[1]))
+
+    def document_metadata(self, doc_id: str) -> dict[str, Any] | None:
+        r = self._db.execute(
+            "SELECT metadata FROM documents WHERE doc_id = ?", (doc_id,)
+        ).fetchone()
+        return None if r is None else dict(json.loads(r[0]))
+
+    def reusable_vectors(self, doc_pk: int) -> dict[str, int]:
+        """``embed_sha256 -> slot`` of a document about to be replaced (to skip re-embedding)."""
+        return {
+            str(h): int(s)
+            for h, s in self._db.execute(
+                "SELECT embed_sha256, slot FROM chunks WHERE doc_pk = ?", (doc_pk,)
+            )
+        }
+
+    def delete_document(self, doc_pk: int, *, keep_slots: Iterable[int] = ()) -> list[int]:
+        """Delete a document's rows; returns the removed chunk_pks. Slots not kept are freed."""
+        kept = set(keep_slots)
+        rows = self._db.execute(
+            "SELECT chunk_pk, slot FROM chunks WHERE doc_pk = ?", (doc_pk,)
+        ).fetchall()
+        self._db.execute("DELETE FROM chunks WHERE doc_pk = ?", (doc_pk,))
+        self._db.execute("DELETE FROM documents WHERE doc_pk = ?", (doc_pk,))
+        freed = [(int(s), self.generation) for _, s in rows if int(s) not in kept]
+        self._db.executemany("INSERT INTO free_slots(slot, freed_generation) VALUES (?, ?)", freed)
+        self.freed_slots.extend(s for s, _ in freed)
+        return [int(pk) for pk, _ in rows]
+
+    def allocate_slots(self, n: int) -> list[int]:
+        """Slots for new vectors: ones freed by earlier generations first, then new ones."""
+        if n <= 0:
+            return []
+        rows = self._db.execute(
+            "SELECT slot FROM free_slots WHERE freed_generation < ? ORDER BY slot LIMIT ?",
+            (self.generation, n),
+        ).fetchall()
+        slots = [int(r[0]) for r in rows]
+        if slots:
+            self._db.executemany("DELETE FROM free_slots WHERE slot = ?", [(s,) for s in slots])
+        while len(slots) < n:
+            slots.append(self.high_water)
+            self.high_water += 1
+        return slots
+
+    def insert_document(
+        self,
+        *,
+        doc_id: str,
+        text: str,
+        text_sha256: str,
+        metadata: Mapping[str, Any],
+        source_path: str | None,
+        modified: float | None,
+        chunks: Sequence[ChunkRecord],
+        slots: Sequence[int],
+    ) -> list[int]:
+        """Insert a document and its chunks; returns the new chunk_pks in position order."""
+        filename = extension = None
+        if source_path:
+            name = Path(source_path).name
+            filename = name
+            extension = Path(name).suffix.lower() or None
+        cur = self._db.execute(
+            "INSERT INTO documents(doc_id, source_path, filename, extension, modified, text, "
+            "text_sha256, metadata, chunk_count, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (
+                doc_id,
+                source_path,
+                filename,
+                extension,
+                modified,
+                text,
+                text_sha256,
+                json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True),
+                len(chunks),
+                time.time(),
+            ),
+        )
+        doc_pk = int(cur.lastrowid or 0)
+        pks: list[int] = []
+        for rec, slot in zip(chunks, slots, strict=True):
+            cur = self._db.execute(
+                'INSERT INTO chunks(doc_pk, position, start, "end", heading_path, section_id, '
+                "page_start, page_end, slot, embed_sha256) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (
+                    doc_pk,
+                    rec.position,
+                    rec.start,
+                    rec.end,
+                    json.dumps(list(rec.heading_path), ensure_ascii=False),
+                    rec.section_id,
+                    rec.page_start,
+                    rec.page_end,
+                    slot,
+                    rec.embed_sha256,
+                ),
+            )
+            pk = int(cur.lastrowid or 0)
+            pks.append(pk)
+            self.added.append((slot, pk))
+        return pks
+
+    def update_metadata(self, doc_id: str, metadata: Mapping[str, Any]) -> bool:
+        cur = self._db.execute(
+            "UPDATE documents SET metadata = ? WHERE doc_id = ?",
+            (json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True), doc_id),
+        )
+        return cur.rowcount > 0
+
+    def reassign_slots(self, moves: Sequence[tuple[int, int]], high_water: int) -> None:
+        """Compaction: ``(chunk_pk, new_slot)`` for every chunk; the free list empties."""
+        # Two passes so the UNIQUE(slot) constraint never sees a transient clash.
+        self._db.executemany(
+            "UPDATE chunks SET slot = -1 - slot WHERE chunk_pk = ?", [(pk,) for pk, _ in moves]
+        )
+        self._db.executemany(
+            "UPDATE chunks SET slot = ? WHERE chunk_pk = ?", [(s, pk) for pk, s in moves]
+        )
+        self._db.execute("DELETE FROM free_slots")
+        self.high_water = high_water
+
+    def finish(self) -> None:
+        self.set_meta("generation", str(self.generation))
+        self.set_meta("high_water", str(self.high_water))

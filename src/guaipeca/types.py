@@ -1,0 +1,188 @@
+"""Plain data that crosses layers: chunk spans, stored chunks, documents and search hits.
+
+Leaf module: imports nothing else from the package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SearchMode = Literal["hybrid", "dense", "keyword"]
+SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "dense", "keyword")
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSpan:
+    """One chunk as the chunker cuts it: an exact ``[start, end)`` span of the canonical text."""
+
+    start: int
+    end: int
+    text: str
+    heading_path: tuple[str, ...]
+    section_id: str
+    position: int
+    page_start: int | None = None
+    page_end: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.start <= self.end:
+            raise ValueError(f"bad span [{self.start}, {self.end})")
+        if len(self.text) != self.end - self.start:
+            raise ValueError("chunk text length does not match its span")
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A stored chunk, as returned by ``Index.get_chunk`` and ``Index.neighbors``."""
+
+    chunk_id: str
+    corpus: str
+    doc_id: str
+    position: int
+    start: int
+    end: int
+    text: str
+    heading_path: tuple[str, ...]
+    section_id: str
+    page_start: int | None
+    page_end: int | None
+    source_path: str | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreParts:
+    """Where a hit's score came from. ``None`` means that retriever did not return the chunk."""
+
+    dense: float | None = None
+    lexical: float | None = None
+    dense_rank: int | None = None
+    lexical_rank: int | None = None
+    rerank: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result: where the passage is, how it scored, and a snippet to show."""
+
+    chunk_id: str
+    corpus: str
+    doc_id: str
+    source_path: str | None
+    heading_path: tuple[str, ...]
+    section_id: str
+    page_start: int | None
+    page_end: int | None
+    start: int
+    end: int
+    position: int
+    score: float
+    scores: ScoreParts
+    snippet: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view (tuples become lists)."""
+        return {
+            "chunk_id": self.chunk_id,
+            "corpus": self.corpus,
+            "doc_id": self.doc_id,
+            "source_path": self.source_path,
+            "heading_path": list(self.heading_path),
+            "section_id": self.section_id,
+            "page_start": self.page_start,
+            "page_end": self.page_end,
+            "start": self.start,
+            "end": self.end,
+            "position": self.position,
+            "score": self.score,
+            "scores": {
+                "dense": self.scores.dense,
+                "lexical": self.scores.lexical,
+                "dense_rank": self.scores.dense_rank,
+                "lexical_rank": self.scores.lexical_rank,
+                "rerank": self.scores.rerank,
+            },
+            "snippet": self.snippet,
+            "text": self.text,
+            "metadata": self.metadata,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A whole stored document: its canonical text and metadata."""
+
+    doc_id: str
+    corpus: str
+    text: str
+    metadata: dict[str, Any]
+    source_path: str | None
+    chunk_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentInfo:
+    """A document's listing entry (no text)."""
+
+    doc_id: str
+    corpus: str
+    source_path: str | None
+    chars: int
+    chunk_count: int
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NewDocument:
+    """A document to add, with its own metadata and (for files) where it came from."""
+
+    doc_id: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    source_path: str | None = None
+    modified: float | None = None
+    page_starts: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AddReport:
+    """What one ``add_documents`` call did."""
+
+    added: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    metadata_updated: int = 0
+    chunks: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusStats:
+    name: str
+    language: str
+    documents: int
+    chunks: int
+    deleted_slots: int
+    vector_bytes: int
+    catalog_bytes: int
+    lexical_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStats:
+    path: str | None
+    model: str
+    dimension: int
+    corpora: tuple[CorpusStats, ...]
+
+    @property
+    def documents(self) -> int:
+        return sum(c.documents for c in self.corpora)
+
+    @property
+    def chunks(self) -> int:
+        return sum(c.chunks for c in self.corpora)
