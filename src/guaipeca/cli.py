@@ -34,7 +34,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def home_dir() -> Path:
@@ -218,12 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         err.print("aborted")
         return EXIT_USER
-    except Exception as exc:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show(file=sys.stderr)
-            return EXIT_USAGE if isinstance(exc, click.UsageError) else EXIT_USER
+    except typer.TyperException as exc:  # usage errors and bad parameters (click's kind)
+        exc.show(file=sys.stderr)  # type: ignore[attr-defined]
+        code = int(getattr(exc, "exit_code", EXIT_USER))
+        return EXIT_USAGE if code == EXIT_USAGE else EXIT_USER
+    except Exception as exc:
         err.print(f"internal error: {type(exc).__name__}: {exc}", markup=False)
         return EXIT_INTERNAL
     return EXIT_OK

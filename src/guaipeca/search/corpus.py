@@ -174,7 +174,7 @@ class Corpus:
         except (OSError, ValueError):
             ok = False
         if not ok:
-            if generation or path.exists():
+            if path.exists() or self.catalog.counts()[1]:
                 log.warning(
                     "corpus %s: lexical index does not match the catalog; rebuilding it", self.name
                 )
