@@ -126,8 +126,8 @@ def index(
         out.print(
             f"{corpus}: {report.added} added, {report.changed} changed, {report.unchanged} "
             f"unchanged, {report.removed} removed, {len(report.failed)} failed; "
-            f"{report.chunks_embedded} chunks embedded; {stats.chunks} chunks in "
-            f"{stats.documents} documents ({seconds:.1f} s)"
+            f"{report.chunks_embedded} chunks embedded; {_count(stats.chunks, 'chunk')} in "
+            f"{_count(stats.documents, 'document')} ({seconds:.1f} s)"
         )
 
 
@@ -204,6 +204,10 @@ def status(
         )
     if not s.corpora:
         out.print("  no corpora yet: run 'guaipeca index FOLDER'")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def main(argv: list[str] | None = None) -> int:

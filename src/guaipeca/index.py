@@ -565,40 +565,28 @@ def _parts(
     return out
 
 
+def _row_fields(corpus: str, row: ChunkRow) -> dict[str, Any]:
+    """The fields a stored chunk and a hit share."""
+    return {
+        "chunk_id": f"{corpus}:{row.chunk_pk}",
+        "corpus": corpus,
+        "doc_id": row.doc_id,
+        "source_path": row.source_path,
+        "heading_path": row.heading_path,
+        "section_id": row.section_id,
+        "page_start": row.page_start,
+        "page_end": row.page_end,
+        "start": row.start,
+        "end": row.end,
+        "position": row.position,
+        "text": row.text,
+        "metadata": row.metadata,
+    }
+
+
 def _chunk(corpus: str, row: ChunkRow) -> Chunk:
-    return Chunk(
-        chunk_id=f"{corpus}:{row.chunk_pk}",
-        corpus=corpus,
-        doc_id=row.doc_id,
-        position=row.position,
-        start=row.start,
-        end=row.end,
-        text=row.text,
-        heading_path=row.heading_path,
-        section_id=row.section_id,
-        page_start=row.page_start,
-        page_end=row.page_end,
-        source_path=row.source_path,
-        metadata=row.metadata,
-    )
+    return Chunk(**_row_fields(corpus, row))
 
 
 def _hit(corpus: str, row: ChunkRow, score: float, parts: ScoreParts, snippet: str) -> Hit:
-    return Hit(
-        chunk_id=f"{corpus}:{row.chunk_pk}",
-        corpus=corpus,
-        doc_id=row.doc_id,
-        source_path=row.source_path,
-        heading_path=row.heading_path,
-        section_id=row.section_id,
-        page_start=row.page_start,
-        page_end=row.page_end,
-        start=row.start,
-        end=row.end,
-        position=row.position,
-        score=score,
-        scores=parts,
-        snippet=snippet,
-        text=row.text,
-        metadata=row.metadata,
-    )
+    return Hit(**_row_fields(corpus, row), score=score, scores=parts, snippet=snippet)

@@ -190,10 +190,12 @@ class Corpus:
         self._write_state(generation, clean=True)
 
     def _release_lexical(self) -> None:
-        # On disk, tantivy's writer holds a folder lock for as long as it lives; drop it
-        # after every write so another process can take its turn under our file lock.
-        if self.folder is not None:
-            self.lexical.release_writer()
+        # tantivy's writer holds a folder lock for as long as it lives: drop it after every
+        # write so another process can take its turn under our file lock. Waiting for its
+        # merges also makes the segment layout (and so BM25 statistics, which count deleted
+        # documents until a merge) depend only on the writes, not on thread timing — in
+        # memory as on disk, which keeps their rankings identical.
+        self.lexical.release_writer()
 
     def _load_snapshot(self) -> _Snapshot:
         generation = self.catalog.generation()
