@@ -323,8 +323,15 @@ def test_corpora_are_separate_with_weights_and_languages(
 def test_reopening_with_another_model_is_refused(tmp_path: Path) -> None:
     with Index(tmp_path / "idx", embedder=HashingEmbedder(64)) as index:
         index.add_documents({"a": "text"})
-    with pytest.raises(ModelError, match="--force"):
-        Index(tmp_path / "idx", embedder=HashingEmbedder(32))
+    with Index(tmp_path / "idx", embedder=HashingEmbedder(32)) as index:
+        assert "--force" in index.broken_corpora["default"]
+        with pytest.raises(ModelError, match="--force"):
+            index.search("text", corpora=["default"])
+        with pytest.raises(ModelError):
+            index.add_documents({"b": "more"})
+        index.drop_corpus("default")
+        index.add_documents({"b": "more"})
+        assert index.broken_corpora == {}
 
 
 def test_a_lexical_index_left_behind_by_a_crash_is_rebuilt_from_the_catalog(

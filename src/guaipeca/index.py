@@ -7,10 +7,12 @@ identical rankings.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import os
+import shutil
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -22,7 +24,14 @@ import numpy as np
 from .chunk import canonicalize, chunk_text
 from .config import EngineSettings
 from .embed import CachedEmbedder, Embedder, QueryCache, default_embedder, embedding_input
-from .errors import InvalidArgumentError, NotFoundError
+from .errors import (
+    ConfigError,
+    GuaipecaError,
+    IndexCorruptError,
+    InvalidArgumentError,
+    ModelError,
+    NotFoundError,
+)
 from .search.corpus import Corpus, PreparedDocument, valid_corpus_name
 from .search.fusion import weighted_rrf
 from .search.snippet import make_snippet
@@ -38,6 +47,7 @@ from .types import (
     NewDocument,
     ScoreParts,
     SearchMode,
+    SourceState,
 )
 
 __all__ = ["Index"]
@@ -79,12 +89,20 @@ class Index:
         self._base_name = base.name
         self._corpora: dict[str, Corpus] = {}
         self._weights: dict[str, float] = {}
+        # Corpora that exist on disk but cannot be used as they are (another model, a
+        # damaged file): the error is raised when one is used, and drop_corpus clears it.
+        self._broken: dict[str, GuaipecaError] = {}
         self._lock = threading.Lock()
         if self.path is not None:
             (self.path / "corpora").mkdir(parents=True, exist_ok=True)
             for folder in sorted((self.path / "corpora").iterdir()):
+                if folder.name.startswith("."):
+                    continue
                 if (folder / "catalog.sqlite").exists():
-                    self._open_corpus(folder.name, None)
+                    try:
+                        self._open_corpus(folder.name, None)
+                    except (ModelError, IndexCorruptError, ConfigError) as exc:
+                        self._broken[folder.name] = exc
 
     def _default_embedder(self) -> Embedder:
         emb = self.settings.embedding
@@ -106,6 +124,8 @@ class Index:
         """Open or create a corpus; ``weight`` multiplies its scores when corpora merge."""
         valid_corpus_name(name)
         with self._lock:
+            if name in self._broken:
+                raise self._broken[name]
             if name not in self._corpora:
                 self._open_corpus(name, language or self.language)
             elif language is not None and language != self._corpora[name].language:
@@ -123,12 +143,20 @@ class Index:
 
     @property
     def corpora(self) -> list[str]:
+        """Names of the usable corpora."""
         return sorted(self._corpora)
+
+    @property
+    def broken_corpora(self) -> dict[str, str]:
+        """Corpora on disk that cannot be opened, with the reason (re-index with force)."""
+        return {name: str(exc) for name, exc in sorted(self._broken.items())}
 
     def _corpus(self, name: str) -> Corpus:
         try:
             return self._corpora[name]
         except KeyError:
+            if name in self._broken:
+                raise self._broken[name] from None
             known = ", ".join(sorted(self._corpora)) or "none yet"
             raise NotFoundError(f"no corpus named {name!r:.70} (corpora: {known})") from None
 
@@ -166,6 +194,8 @@ class Index:
             sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
             stored = store.stored_signature(item.doc_id)
             if stored is not None and stored[0] == sha and stored[2] == item.source_path:
+                if item.source_sha256 is not None:
+                    store.set_source_state(item.doc_id, _source_state(item), item.modified)
                 if stored[1] == item.metadata:
                     counts["unchanged"] += 1
                 else:
@@ -248,6 +278,7 @@ class Index:
                     chunks=p.chunks,
                     embed_hashes=p.hashes,
                     vectors=vecs,
+                    source_state=_source_state(p.item),
                 )
             )
             totals["chunks"] += len(p.chunks)
@@ -282,6 +313,27 @@ class Index:
         except NotFoundError:
             return False
         return store.delete([doc_id]) > 0
+
+    def source_states(self, corpus: str) -> list[SourceState]:
+        """What the index knows of each document's source file (for incremental indexing)."""
+        return [SourceState(*row) for row in self._corpus(corpus).catalog.source_states()]
+
+    def drop_corpus(self, name: str) -> None:
+        """Delete a corpus and everything in it (even one that cannot be opened)."""
+        valid_corpus_name(name)
+        with self._lock:
+            corpus = self._corpora.pop(name, None)
+            self._broken.pop(name, None)
+            if corpus is not None:
+                corpus.close()
+            if self.path is not None:
+                folder = self.path / "corpora" / name
+                if folder.exists():
+                    # Rename first: a crash mid-delete must not leave a half corpus behind.
+                    doomed = folder.with_name(f".{name}.dropped")
+                    shutil.rmtree(doomed, ignore_errors=True)
+                    folder.rename(doomed)
+                    shutil.rmtree(doomed, ignore_errors=True)
 
     def compact(self, corpus: str | None = None) -> None:
         """Reclaim space left by deletes and refresh BM25 statistics."""
@@ -528,8 +580,12 @@ def _as_new_documents(
             raise InvalidArgumentError(f"document id {d.doc_id!r:.80} appears twice in one call")
         seen.add(d.doc_id)
         merged = {**shared, **_check_metadata(d.metadata)} if d.metadata else dict(shared)
-        out.append(NewDocument(d.doc_id, d.text, merged, d.source_path, d.modified, d.page_starts))
+        out.append(dataclasses.replace(d, metadata=merged))
     return out
+
+
+def _source_state(item: NewDocument) -> tuple[str | None, int | None, int | None]:
+    return (item.source_sha256, item.source_size, item.source_mtime_ns)
 
 
 def _canonical_page_starts(raw: str, page_starts: Sequence[int] | None) -> list[int] | None:

@@ -1,40 +1,169 @@
-"""Keep a corpus in step with a folder of text files: add new and changed files, drop
-removed ones. (Binary formats arrive through converters; this handles text.)"""
+"""Keep a corpus in step with a folder: convert new and changed files (cached by content
+hash), add them, drop files that are gone, and report the ones that fail.
+
+Incremental rule: a file whose size and mtime match what the index recorded is skipped
+unread; any other file is hashed (SHA-256), and only a new hash is converted; unchanged
+chunks of a changed file keep their vectors (see ``Index.add_documents``).
+"""
 
 from __future__ import annotations
 
+import fnmatch
+import hashlib
+import json
+import logging
+import multiprocessing
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InvalidArgumentError
+from .convert import DEFAULT_MAX_BYTES, SUPPORTED_EXTENSIONS, Converted, convert_bytes
+from .errors import ConversionError, InvalidArgumentError
 from .index import Index
-from .types import DocumentInfo, NewDocument
+from .types import NewDocument
 
-__all__ = ["TEXT_EXTENSIONS", "SyncReport", "sync_folder"]
+__all__ = ["ConversionCache", "SyncReport", "sync_folder", "watch_folder"]
 
-TEXT_EXTENSIONS: tuple[str, ...] = (".md", ".markdown", ".txt")
-_BATCH = 64
+log = logging.getLogger("guaipeca")
+
+# Bump when converter output changes, so cached conversions are redone.
+CONVERTER_VERSION = 1
+_ADD_BATCH_CHARS = 2_000_000
+Progress = Callable[[int, int], None]
 
 
 @dataclass
 class SyncReport:
+    """What one pass over a folder did."""
+
+    corpus: str
     added: int = 0
     changed: int = 0
     unchanged: int = 0
     removed: int = 0
     chunks_embedded: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def touched(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
 
 
-def _walk(folder: Path, extensions: Sequence[str]) -> Iterator[Path]:
-    # followlinks=False: a symlink loop cannot trap the walk.
-    for root, dirs, files in os.walk(folder, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+class ConversionCache:
+    """Converted Markdown by source-file SHA-256, under ``<data>/converted/`` (JSON files)."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.folder = folder
+
+    def _path(self, sha: str) -> Path | None:
+        return self.folder / sha[:2] / f"{sha}.json" if self.folder else None
+
+    def get(self, sha: str) -> Converted | None:
+        path = self._path(sha)
+        if path is None or not path.exists():
+            return None
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            if raw.get("version") != CONVERTER_VERSION:
+                return None
+            pages = raw["page_starts"]
+            return Converted(
+                text=raw["text"],
+                page_starts=tuple(pages) if pages is not None else None,
+                format=raw["format"],
+                warnings=tuple(raw["warnings"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            # A damaged cache entry is only a cache miss: convert again.
+            log.warning("conversion cache entry %s is unreadable; converting again", path.name)
+            return None
+
+    def put(self, sha: str, converted: Converted) -> None:
+        path = self._path(sha)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(
+            json.dumps(
+                {
+                    "version": CONVERTER_VERSION,
+                    "text": converted.text,
+                    "page_starts": converted.page_starts,
+                    "format": converted.format,
+                    "warnings": list(converted.warnings),
+                },
+                ensure_ascii=False,
+            ),
+            encoding="utf-8",
+        )
+        os.replace(tmp, path)
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    path: Path
+    rel: str
+    size: int
+    mtime_ns: int
+    sha256: str
+
+
+def _excluded(rel: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(rel + "/", p) for p in patterns)
+
+
+def _walk(
+    root: Path, extensions: Sequence[str], exclude: Sequence[str], failed: list[tuple[str, str]]
+) -> Iterator[Path]:
+    def on_error(exc: OSError) -> None:
+        failed.append((str(exc.filename or root), _reason(exc)))
+
+    # followlinks=False: a symlink loop cannot trap the walk; linked files are still read.
+    for top, dirs, files in os.walk(root, onerror=on_error, followlinks=False):
+        here = Path(top)
+        rel_top = here.relative_to(root).as_posix()
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".")
+            and not _excluded(d if rel_top == "." else f"{rel_top}/{d}", exclude)
+        )
         for name in sorted(files):
-            if not name.startswith(".") and Path(name).suffix.lower() in extensions:
-                yield Path(root) / name
+            path = here / name
+            rel = path.relative_to(root).as_posix()
+            if name.startswith(".") or path.suffix.lower() not in extensions:
+                continue
+            if not _excluded(rel, exclude):
+                yield path
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _convert_path(path: str, max_bytes: int) -> Converted | str:
+    """Worker entry: the converted file, or the reason it failed (a string)."""
+    try:
+        p = Path(path)
+        size = p.stat().st_size
+        if size > max_bytes:
+            return _too_big(size, max_bytes)
+        return convert_bytes(p.read_bytes(), p.suffix, name=p.name, max_bytes=max_bytes)
+    except ConversionError as exc:
+        return str(exc)
+    except OSError as exc:
+        return _reason(exc)
 
 
 def sync_folder(
@@ -42,23 +171,108 @@ def sync_folder(
     folder: str | os.PathLike[str],
     *,
     corpus: str = "default",
-    extensions: Sequence[str] = TEXT_EXTENSIONS,
-    progress: Callable[[int, int], None] | None = None,
+    extensions: Sequence[str] = SUPPORTED_EXTENSIONS,
+    exclude: Sequence[str] = (),
+    language: str | None = None,
+    cache_dir: Path | None = None,
+    force: bool = False,
+    workers: int = 1,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    progress: Progress | None = None,
 ) -> SyncReport:
-    """Index every text file under ``folder`` into ``corpus``; ids are relative paths.
+    """Bring ``corpus`` in line with the files under ``folder``; ids are relative paths.
+
+    ``force`` drops the corpus and converts and embeds everything again. ``workers`` > 1
+    converts files in that many processes; the result is identical to ``workers=1``.
 
     Raises:
-        InvalidArgumentError: ``folder`` is not a readable directory.
+        InvalidArgumentError: ``folder`` is not a readable directory, or ``workers`` < 1.
     """
+    started = time.perf_counter()
     root = Path(folder).expanduser().resolve()
     if not root.is_dir():
         raise InvalidArgumentError(f"{folder} is not a folder")
-    report = SyncReport()
-    paths = list(_walk(root, tuple(e.lower() for e in extensions)))
+    if workers < 1:
+        raise InvalidArgumentError("workers must be at least 1")
+    if force:
+        index.drop_corpus(corpus)
+    index.create_corpus(corpus, language=language)
+    cache = ConversionCache(cache_dir)
+    report = SyncReport(corpus)
+    exts = tuple(e.lower() for e in extensions)
+    known = {s.doc_id: s for s in index.source_states(corpus)}
+
+    # 1. Which files changed: size+mtime first, then the hash.
+    candidates: list[_Candidate] = []
     seen: set[str] = set()
+    paths = list(_walk(root, exts, exclude, report.failed))
+    for path in paths:
+        rel = path.relative_to(root).as_posix()
+        try:
+            st = path.stat()
+            if not path.is_file():
+                raise IsADirectoryError(f"{rel} is not a regular file")
+        except OSError as exc:
+            report.failed.append((str(path), _reason(exc)))
+            continue
+        seen.add(rel)
+        state = known.get(rel)
+        if (
+            not force
+            and state is not None
+            and state.source_path == str(path)
+            and state.size == st.st_size
+            and state.mtime_ns == st.st_mtime_ns
+        ):
+            report.unchanged += 1
+            continue
+        if st.st_size > max_bytes:
+            report.failed.append((str(path), _too_big(st.st_size, max_bytes)))
+            continue
+        try:
+            sha = _sha256(path)
+        except OSError as exc:
+            report.failed.append((str(path), _reason(exc)))
+            continue
+        candidates.append(_Candidate(path, rel, st.st_size, st.st_mtime_ns, sha))
+
+    # 2. Convert what the cache does not have (in worker processes if asked).
+    converted: dict[str, Converted | str] = {}
+    todo: list[_Candidate] = []
+    for c in candidates:
+        hit = None if force else cache.get(c.sha256)
+        if hit is not None:
+            converted[c.rel] = hit
+        else:
+            todo.append(c)
+    fresh = {c.rel for c in todo}
+    done = len(converted)
+    total = len(candidates)
+    if progress:
+        progress(done, total)
+    if workers > 1 and len(todo) > 1:
+        # spawn, not fork: the parent may hold ONNX Runtime and tantivy threads.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = [(c, pool.submit(_convert_path, str(c.path), max_bytes)) for c in todo]
+            for c, fut in futures:
+                converted[c.rel] = fut.result()
+                done += 1
+                if progress:
+                    progress(done, total)
+    else:
+        for c in todo:
+            converted[c.rel] = _convert_path(str(c.path), max_bytes)
+            done += 1
+            if progress:
+                progress(done, total)
+
+    # 3. Add in path order, so any number of workers gives the same index.
     batch: list[NewDocument] = []
+    batch_chars = 0
 
     def flush() -> None:
+        nonlocal batch_chars
         if batch:
             result = index.add_documents(batch, corpus=corpus)
             report.added += result.added
@@ -66,45 +280,67 @@ def sync_folder(
             report.unchanged += result.unchanged
             report.chunks_embedded += result.chunks_embedded
             batch.clear()
+            batch_chars = 0
 
-    for done, path in enumerate(paths, start=1):
-        rel = path.relative_to(root).as_posix()
-        try:
-            text = path.read_text(encoding="utf-8")
-            if "\x00" in text:
-                raise ValueError("contains NUL bytes; not a text file")
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            report.failed.append((str(path), _reason(exc)))
-        else:
-            seen.add(rel)
-            batch.append(
-                NewDocument(rel, text, source_path=str(path), modified=path.stat().st_mtime)
+    for c in candidates:
+        result = converted[c.rel]
+        if isinstance(result, str):
+            report.failed.append((str(c.path), result))
+            continue
+        if c.rel in fresh:
+            cache.put(c.sha256, result)
+        for warning in result.warnings:
+            report.warnings.append((str(c.path), warning))
+        batch.append(
+            NewDocument(
+                doc_id=c.rel,
+                text=result.text,
+                metadata={},
+                source_path=str(c.path),
+                modified=c.mtime_ns / 1e9,
+                page_starts=result.page_starts,
+                source_sha256=c.sha256,
+                source_size=c.size,
+                source_mtime_ns=c.mtime_ns,
             )
-            if len(batch) >= _BATCH:
-                flush()
-        if progress:
-            progress(done, len(paths))
+        )
+        batch_chars += len(result.text)
+        if batch_chars >= _ADD_BATCH_CHARS:
+            flush()
     flush()
-    index.create_corpus(corpus)
-    prefix = str(root) + os.sep
-    stale = [
-        d.doc_id
-        for d in _all_documents(index, corpus)
-        if d.source_path and d.source_path.startswith(prefix) and d.doc_id not in seen
-    ]
-    for doc_id in stale:
-        report.removed += int(index.delete_document(doc_id, corpus=corpus))
+
+    # 4. Files that are gone leave the index (documents added through the API stay).
+    for doc_id, state in known.items():
+        if state.source_path is not None and doc_id not in seen:
+            report.removed += int(index.delete_document(doc_id, corpus=corpus))
+    report.seconds = time.perf_counter() - started
     return report
 
 
-def _all_documents(index: Index, corpus: str) -> Iterator[DocumentInfo]:
-    offset = 0
-    while True:
-        page = index.list_documents(corpus=corpus, limit=1000, offset=offset)
-        if not page:
-            return
-        yield from page
-        offset += len(page)
+def watch_folder(
+    index: Index,
+    folder: str | os.PathLike[str],
+    *,
+    interval: float = 2.0,
+    stop: threading.Event | None = None,
+    on_report: Callable[[SyncReport], None] | None = None,
+    **options: object,
+) -> None:
+    """Re-sync ``folder`` every ``interval`` seconds until ``stop`` is set.
+
+    Polling on size and mtime: portable (network drives, containers) and cheap, since
+    unchanged files are not read.
+    """
+    stop = stop or threading.Event()
+    while not stop.is_set():
+        report = sync_folder(index, folder, **options)  # type: ignore[arg-type]
+        if on_report is not None:
+            on_report(report)
+        stop.wait(interval)
+
+
+def _too_big(size: int, limit: int) -> str:
+    return f"file is {size / 1e6:.1f} MB; the limit is {limit / 1e6:.1f} MB"
 
 
 def _reason(exc: BaseException) -> str:
@@ -112,4 +348,6 @@ def _reason(exc: BaseException) -> str:
         return "not UTF-8 text"
     if isinstance(exc, PermissionError):
         return "permission denied"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
     return str(exc) or type(exc).__name__

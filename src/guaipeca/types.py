@@ -145,6 +145,21 @@ class NewDocument:
     source_path: str | None = None
     modified: float | None = None
     page_starts: tuple[int, ...] | None = None
+    # The source file as it was read (for incremental indexing of folders).
+    source_sha256: str | None = None
+    source_size: int | None = None
+    source_mtime_ns: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceState:
+    """What the index knows about a document's source file."""
+
+    doc_id: str
+    source_path: str | None
+    sha256: str | None
+    size: int | None
+    mtime_ns: int | None
 
 
 @dataclass(frozen=True, slots=True)

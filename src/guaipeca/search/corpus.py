@@ -66,6 +66,7 @@ class PreparedDocument:
     chunks: Sequence[ChunkSpan]
     embed_hashes: Sequence[str]
     vectors: F32
+    source_state: tuple[str | None, int | None, int | None] = (None, None, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +267,7 @@ class Corpus:
                                 for c, h in zip(doc.chunks, doc.embed_hashes, strict=True)
                             ],
                             slots=slots,
+                            source_state=doc.source_state,
                         )
                         adds.extend(zip(pks, (c.text for c in doc.chunks), strict=True))
                     if vec_slots:
@@ -374,9 +376,16 @@ class Corpus:
             self._publish(generation, freed, [], hw)
             return count
 
+    def set_source_state(
+        self, doc_id: str, state: tuple[str | None, int | None, int | None], modified: float | None
+    ) -> bool:
+        """Record a source file's new hash/size/mtime when its content did not change."""
+        with self._lock, self.catalog.write(derived=False) as txn:
+            return txn.set_source_state(doc_id, state, modified)
+
     def update_metadata(self, doc_id: str, metadata: Mapping[str, Any]) -> bool:
         """Replace a document's metadata (no re-embedding, no lexical change)."""
-        with self._lock, self.catalog.write() as txn:
+        with self._lock, self.catalog.write(derived=False) as txn:
             return txn.update_metadata(doc_id, metadata)
 
     def compact(self) -> None:

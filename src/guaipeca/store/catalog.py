@@ -150,7 +150,7 @@ class Catalog:
         return None if row is None else str(row[0])
 
     def set_meta(self, values: Mapping[str, str]) -> None:
-        with self.write() as txn:
+        with self.write(derived=False) as txn:
             for k, v in values.items():
                 txn.set_meta(k, v)
 
@@ -159,12 +159,17 @@ class Catalog:
 
     # -- writes ------------------------------------------------------------------------
     @contextmanager
-    def write(self) -> Iterator[WriteTxn]:
-        """One write transaction: BEGIN IMMEDIATE … COMMIT, rolled back on any exception."""
+    def write(self, *, derived: bool = True) -> Iterator[WriteTxn]:
+        """One write transaction: BEGIN IMMEDIATE … COMMIT, rolled back on any exception.
+
+        ``derived=False`` marks a write that changes nothing the vectors or the lexical
+        index derive from (metadata, file state): it keeps the generation, so derived
+        indexes stay in step without any work.
+        """
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                txn = WriteTxn(self._db)
+                txn = WriteTxn(self._db, bump=derived)
                 yield txn
                 txn.finish()
                 self._db.execute("COMMIT")
@@ -230,6 +235,17 @@ class Catalog:
                 (doc_id,),
             ).fetchone()
         return None if r is None else (str(r[0]), dict(json.loads(r[1])), r[2])
+
+    def source_states(self) -> list[tuple[str, str | None, str | None, int | None, int | None]]:
+        """``(doc_id, source_path, sha256, size, mtime_ns)`` of every document."""
+        with self._reading() as db:
+            return [
+                (str(r[0]), r[1], r[2], r[3], r[4])
+                for r in db.execute(
+                    "SELECT doc_id, source_path, source_sha256, source_size, source_mtime_ns "
+                    "FROM documents ORDER BY doc_id"
+                )
+            ]
 
     def slots_for_hashes(self, hashes: Sequence[str]) -> dict[str, int]:
         """One stored slot for each embedding-input hash that is already in the corpus."""
@@ -337,10 +353,10 @@ class Catalog:
 class WriteTxn:
     """Operations inside one catalog write transaction."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, *, bump: bool = True) -> None:
         self._db = db
         row = db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        self.generation = (int(row[0]) if row else 0) + 1
+        self.generation = (int(row[0]) if row else 0) + int(bump)
         row = db.execute("SELECT value FROM meta WHERE key = 'high_water'").fetchone()
         self.high_water = int(row[0]) if row else 0
         self.freed_slots: list[int] = []
@@ -411,6 +427,7 @@ class WriteTxn:
         modified: float | None,
         chunks: Sequence[ChunkRecord],
         slots: Sequence[int],
+        source_state: tuple[str | None, int | None, int | None] = (None, None, None),
     ) -> list[int]:
         """Insert a document and its chunks; returns the new chunk_pks in position order."""
         filename = extension = None
@@ -420,7 +437,8 @@ class WriteTxn:
             extension = Path(name).suffix.lower() or None
         cur = self._db.execute(
             "INSERT INTO documents(doc_id, source_path, filename, extension, modified, text, "
-            "text_sha256, metadata, chunk_count, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            "text_sha256, metadata, chunk_count, created, source_sha256, source_size, "
+            "source_mtime_ns) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 doc_id,
                 source_path,
@@ -432,6 +450,7 @@ class WriteTxn:
                 json.dumps(dict(metadata), ensure_ascii=False, sort_keys=True),
                 len(chunks),
                 time.time(),
+                *source_state,
             ),
         )
         doc_pk = int(cur.lastrowid or 0)
@@ -457,6 +476,16 @@ class WriteTxn:
             pks.append(pk)
             self.added.append((slot, pk))
         return pks
+
+    def set_source_state(
+        self, doc_id: str, state: tuple[str | None, int | None, int | None], modified: float | None
+    ) -> bool:
+        cur = self._db.execute(
+            "UPDATE documents SET source_sha256 = ?, source_size = ?, source_mtime_ns = ?, "
+            "modified = ? WHERE doc_id = ?",
+            (*state, modified, doc_id),
+        )
+        return cur.rowcount > 0
 
     def update_metadata(self, doc_id: str, metadata: Mapping[str, Any]) -> bool:
         cur = self._db.execute(

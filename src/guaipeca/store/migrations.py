@@ -53,7 +53,17 @@ def m001_initial() -> str:
         """
 
 
-MIGRATIONS: tuple[Migration, ...] = (m001_initial,)
+def m002_source_state() -> str:
+    # The source file's hash, size and mtime: a folder re-scan skips files whose size and
+    # mtime are unchanged, and hashes the others to tell a touch from an edit.
+    return """
+        ALTER TABLE documents ADD COLUMN source_sha256 TEXT;
+        ALTER TABLE documents ADD COLUMN source_size INTEGER;
+        ALTER TABLE documents ADD COLUMN source_mtime_ns INTEGER;
+        """
+
+
+MIGRATIONS: tuple[Migration, ...] = (m001_initial, m002_source_state)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

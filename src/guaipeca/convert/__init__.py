@@ -1,0 +1,186 @@
+"""Source files → canonical Markdown text: the one public entry of the conversion layer.
+
+``convert_file`` / ``convert_bytes`` dispatch on the file extension (case-insensitive) to
+the text, PDF, Office/HTML and spreadsheet converters, each imported only when needed.
+Every failure is a :class:`~guaipeca.errors.ConversionError` whose message is one line for
+a user ("file is 52.4 MB; the limit is 50.0 MB", "not UTF-8 text (...); save it as UTF-8",
+"DOCX expands to more than 200 MB (zip bomb?)"); it never holds a traceback nor any path
+but the file's own name. The text is LF-only, so chunk offsets index it directly. Nothing
+here touches the network.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from guaipeca.convert._limits import DEFAULT_MAX_BYTES, first_line, format_size
+from guaipeca.errors import ConversionError
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "SUPPORTED_EXTENSIONS",
+    "Converted",
+    "convert_bytes",
+    "convert_file",
+]
+
+SUPPORTED_EXTENSIONS: tuple[str, ...] = (
+    ".md",
+    ".markdown",
+    ".txt",
+    ".pdf",
+    ".docx",
+    ".pptx",
+    ".xlsx",
+    ".html",
+    ".htm",
+)
+
+_FORMATS = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".pptx": "pptx",
+    ".xlsx": "xlsx",
+    ".html": "html",
+    ".htm": "html",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Converted:
+    """A converted document.
+
+    ``text`` is Markdown (plain text for ``.txt``) with LF line ends only. ``page_starts``
+    holds the character offsets where pages 1, 2, ... begin (PDF pages, PPTX slides), or
+    None. ``format`` is one of "markdown", "text", "pdf", "docx", "pptx", "xlsx", "html".
+    ``warnings`` are one-line notes for the user (truncated sheets, scanned PDF pages, ...).
+    """
+
+    text: str
+    page_starts: tuple[int, ...] | None
+    format: str
+    warnings: tuple[str, ...] = ()
+
+
+def _normalise_extension(extension: str) -> str:
+    ext = extension.strip().lower()
+    if ext and not ext.startswith("."):
+        ext = "." + ext
+    if ext not in _FORMATS:
+        shown = f"'{ext}'" if ext else "(no extension)"
+        raise ConversionError(
+            f"unsupported file type {shown}; supported: {', '.join(SUPPORTED_EXTENSIONS)}"
+        )
+    return ext
+
+
+def _too_large(size: int, max_bytes: int) -> ConversionError:
+    return ConversionError(f"file is {format_size(size)}; the limit is {format_size(max_bytes)}")
+
+
+def convert_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Converted:
+    """Convert the file at ``path``, dispatching on its extension.
+
+    The size is checked with ``stat`` before anything is read, so an oversized file costs
+    nothing. Raises:
+        ConversionError: unsupported extension, missing or unreadable file, not a regular
+            file, over ``max_bytes``, empty, or unconvertible content (see ``convert_bytes``).
+    """
+    p = Path(path)
+    ext = _normalise_extension(p.suffix)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise ConversionError("file not found") from None
+    except PermissionError:
+        raise ConversionError("permission denied") from None
+    except OSError as exc:
+        raise ConversionError(
+            f"cannot read the file: {exc.strerror or type(exc).__name__}"
+        ) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ConversionError("is a directory, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise ConversionError("not a regular file")
+    if st.st_size > max_bytes:
+        raise _too_large(st.st_size, max_bytes)
+    if st.st_size == 0:
+        raise ConversionError("empty file")
+    try:
+        with p.open("rb") as fh:
+            data = fh.read(max_bytes + 1)  # the file may have grown since stat
+    except PermissionError:
+        raise ConversionError("permission denied") from None
+    except IsADirectoryError:
+        raise ConversionError("is a directory, not a file") from None
+    except OSError as exc:
+        raise ConversionError(
+            f"cannot read the file: {exc.strerror or type(exc).__name__}"
+        ) from None
+    if len(data) > max_bytes:
+        raise ConversionError(f"file is larger than the limit of {format_size(max_bytes)}")
+    return _convert(data, ext, p.name)
+
+
+def convert_bytes(
+    data: bytes,
+    extension: str,
+    *,
+    name: str = "document",
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> Converted:
+    """Convert ``data`` as a file of type ``extension`` (".docx", "docx", ".PDF", ...).
+
+    ``name`` is the file name shown in messages of converters that use one (PDF).
+    Raises:
+        ConversionError: unsupported extension, over ``max_bytes``, empty, or content that
+            cannot be converted: not UTF-8 / binary text, a broken or bomb-like Office zip,
+            or any failure inside a third-party converter (wrapped as "could not convert:
+            <ExceptionType>: <first line>").
+    """
+    ext = _normalise_extension(extension)
+    if len(data) > max_bytes:
+        raise _too_large(len(data), max_bytes)
+    return _convert(bytes(data), ext, name)
+
+
+def _convert(data: bytes, ext: str, name: str) -> Converted:
+    fmt = _FORMATS[ext]
+    if not data:
+        raise ConversionError("empty file")
+    try:
+        return _dispatch(data, fmt, name)
+    except ConversionError:
+        raise
+    except Exception as exc:
+        detail = first_line(str(exc))
+        reason = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+        raise ConversionError(f"could not convert: {reason}") from exc
+
+
+def _dispatch(data: bytes, fmt: str, name: str) -> Converted:
+    if fmt in ("markdown", "text"):
+        from guaipeca.convert.text import decode_text
+
+        return Converted(decode_text(data), None, fmt)
+    if fmt == "pdf":
+        from guaipeca.convert.pdf import convert_pdf
+
+        pdf = convert_pdf(data, name=os.path.basename(name) or "document.pdf")
+        return Converted(pdf.text, pdf.page_starts, fmt, pdf.warnings)
+    from guaipeca.convert import office
+
+    converter = {
+        "docx": office.convert_docx,
+        "pptx": office.convert_pptx,
+        "xlsx": office.convert_xlsx,
+        "html": office.convert_html,
+    }[fmt]
+    result = converter(data)
+    return Converted(result.text, result.page_starts, fmt, result.warnings)

@@ -1,0 +1,156 @@
+"""Limits shared by the converters, and the helpers that turn breaches into user messages.
+
+Private to ``guaipeca.convert``. Every limit exists to keep one hostile or broken file from
+taking the memory or the time of a whole indexing run.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from guaipeca.errors import ConversionError
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "MAX_MESSAGE_CHARS",
+    "captured_warnings",
+    "check_office_zip",
+    "first_line",
+    "format_size",
+]
+
+DEFAULT_MAX_BYTES = 50 * 1024 * 1024
+"""Largest source file accepted, checked with ``stat`` before a byte is read."""
+
+MAX_MESSAGE_CHARS = 120
+"""Longest piece of a third-party message quoted in a ConversionError or a warning."""
+
+# Office files are zips. What they may expand to: at most 100x their compressed size, but
+# never refused below ZIP_EXPAND_FLOOR (a small, very regular workbook can exceed 100x) and
+# never more than ZIP_EXPAND_CEILING, whatever the ratio. Checked on the central directory,
+# before any library decompresses a byte; zipfile itself stops reading an entry at its
+# declared size (and then fails its CRC check), so a lying header cannot get past this.
+ZIP_EXPAND_RATIO = 100
+ZIP_EXPAND_FLOOR = 25 * 1024 * 1024
+ZIP_EXPAND_CEILING = 200 * 1024 * 1024
+ZIP_MAX_ENTRIES = 10_000
+
+# The folder that marks each Office Open XML kind inside its zip.
+_OOXML_FOLDERS = {"DOCX": "word/", "PPTX": "ppt/", "XLSX": "xl/"}
+
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # CFB: .doc/.ppt/.xls, or encrypted OOXML
+_EOCD = b"PK\x05\x06"
+_ZIP64_LOCATOR = b"PK\x06\x07"
+_ZIP64_EOCD = b"PK\x06\x06"
+_MAX_WARNINGS = 20
+
+
+def format_size(n: int) -> str:
+    """``52.4 MB``, ``3.0 KB`` or ``12 bytes`` (binary units, as file managers show them)."""
+    if n >= 1024 * 1024:
+        return f"{n / (1024 * 1024):.1f} MB"
+    if n >= 1024:
+        return f"{n / 1024:.1f} KB"
+    return f"{n} bytes"
+
+
+def first_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """The first non-blank line of ``text``, cut to ``limit`` characters."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""
+
+
+def _zip_entry_count(data: bytes) -> int | None:
+    """Entry count from the end-of-central-directory record, or None if there is none.
+
+    Read before ``zipfile`` parses the directory, so a zip claiming millions of entries is
+    refused without building millions of ``ZipInfo`` objects.
+    """
+    pos = data.rfind(_EOCD, max(0, len(data) - 65_557))  # 22-byte record + 64 KB comment
+    if pos < 0 or pos + 22 > len(data):
+        return None
+    count = int.from_bytes(data[pos + 10 : pos + 12], "little")
+    if count == 0xFFFF:  # ZIP64: the real count is in the ZIP64 end record
+        loc = pos - 20
+        if loc >= 0 and data[loc : loc + 4] == _ZIP64_LOCATOR:
+            off = int.from_bytes(data[loc + 8 : loc + 16], "little")
+            if data[off : off + 4] == _ZIP64_EOCD:
+                count = int.from_bytes(data[off + 32 : off + 40], "little")
+    return count
+
+
+def check_office_zip(data: bytes, kind: str) -> None:
+    """Refuse what is not a sane Office Open XML zip of ``kind`` ("DOCX", "PPTX", "XLSX").
+
+    Bounded work: reads the central directory only. Raises:
+        ConversionError: not a zip, an old binary or encrypted Office file, another Office
+            kind, too many entries, or entries that expand beyond the limit (zip bomb).
+    """
+    if data.startswith(_OLE_MAGIC):
+        raise ConversionError(
+            f"not a valid {kind}: it is password-protected or in the old binary Office "
+            f"format; save it unprotected as .{kind.lower()}"
+        )
+    if data.startswith(b"%PDF-"):
+        raise ConversionError(f"not a valid {kind}: the file is a PDF; rename it to .pdf")
+    count = _zip_entry_count(data)
+    if count is None:
+        raise ConversionError(f"not a valid {kind} (bad zip)")
+    if count > ZIP_MAX_ENTRIES:
+        raise ConversionError(
+            f"{kind} has {count:,} zip entries; the limit is {ZIP_MAX_ENTRIES:,} (zip bomb?)"
+        )
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError):
+        raise ConversionError(f"not a valid {kind} (bad zip)") from None
+    if len(infos) > ZIP_MAX_ENTRIES:
+        raise ConversionError(
+            f"{kind} has {len(infos):,} zip entries; the limit is {ZIP_MAX_ENTRIES:,} (zip bomb?)"
+        )
+    cap = max(ZIP_EXPAND_FLOOR, min(ZIP_EXPAND_CEILING, ZIP_EXPAND_RATIO * len(data)))
+    total = 0
+    for info in infos:
+        total += info.file_size
+        if total > cap:
+            raise ConversionError(
+                f"{kind} expands to more than {cap // (1024 * 1024)} MB (zip bomb?)"
+            )
+    names = {info.filename for info in infos}
+    if "[Content_Types].xml" not in names:
+        raise ConversionError(f"not a valid {kind}: a zip file, but not an Office document")
+    folder = _OOXML_FOLDERS[kind]
+    if not any(name.startswith(folder) for name in names):
+        for other, other_folder in _OOXML_FOLDERS.items():
+            if any(name.startswith(other_folder) for name in names):
+                raise ConversionError(
+                    f"not a valid {kind}: it is an {other} file; rename it to .{other.lower()}"
+                )
+        raise ConversionError(f"not a valid {kind}: no {folder} part in the zip")
+
+
+@contextmanager
+def captured_warnings(sink: list[str]) -> Iterator[None]:
+    """Collect Python warnings raised by third-party converters as one-line strings.
+
+    Libraries warn about things a user should see next to the document (unsupported
+    features, fallbacks), and must not print to stderr or, under ``-W error``, abort the
+    conversion. Note: ``warnings.catch_warnings`` swaps process-global state, so converting
+    from several threads at once may misroute warnings between documents (never lose them
+    into an exception, though).
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        line = f"{w.category.__name__}: {first_line(str(w.message))}"
+        if line not in sink and len(sink) < _MAX_WARNINGS:
+            sink.append(line)
