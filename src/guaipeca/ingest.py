@@ -178,10 +178,12 @@ def sync_folder(
     force: bool = False,
     workers: int = 1,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    skip: Sequence[Path] = (),
     progress: Progress | None = None,
 ) -> SyncReport:
     """Bring ``corpus`` in line with the files under ``folder``; ids are relative paths.
 
+    ``skip`` lists folders never to read (Guaipeca's own data folder).
     ``force`` drops the corpus and converts and embeds everything again. ``workers`` > 1
     converts files in that many processes; the result is identical to ``workers=1``.
 
@@ -205,7 +207,13 @@ def sync_folder(
     # 1. Which files changed: size+mtime first, then the hash.
     candidates: list[_Candidate] = []
     seen: set[str] = set()
-    paths = list(_walk(root, exts, exclude, report.failed))
+    # Never index our own data folder (e.g. when the corpus is the home directory).
+    skipped = [Path(p).expanduser().resolve() for p in skip]
+    paths = [
+        p
+        for p in _walk(root, exts, exclude, report.failed)
+        if not any(p.is_relative_to(s) for s in skipped)
+    ]
     for path in paths:
         rel = path.relative_to(root).as_posix()
         try:
@@ -340,7 +348,8 @@ def watch_folder(
 
 
 def _too_big(size: int, limit: int) -> str:
-    return f"file is {size / 1e6:.1f} MB; the limit is {limit / 1e6:.1f} MB"
+    mib = 1024 * 1024  # the same unit as the converters' messages
+    return f"file is {size / mib:.1f} MB; the limit is {limit / mib:.1f} MB"
 
 
 def _reason(exc: BaseException) -> str:

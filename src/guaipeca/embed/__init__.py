@@ -9,6 +9,7 @@ from guaipeca.embed.base import Embedder, embedding_input
 from guaipeca.embed.cache import CachedEmbedder, QueryCache
 from guaipeca.embed.hashing import HashingEmbedder
 from guaipeca.embed.onnx import OnnxEmbedder, default_embedder
+from guaipeca.embed.select import load_embedder
 
 __all__ = [
     "CachedEmbedder",
@@ -18,4 +19,5 @@ __all__ = [
     "QueryCache",
     "default_embedder",
     "embedding_input",
+    "load_embedder",
 ]

@@ -1,0 +1,298 @@
+"""Folder ingestion for real: every shared document format, hostile files, incremental runs,
+parallel conversion identical to serial, the conversion cache."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from guaipeca import Index
+from guaipeca.ingest import ConversionCache, sync_folder
+from support import CountingEmbedder, shared_data
+
+
+def _docs() -> Path:
+    return shared_data("docs")
+
+
+def _check_contract(index: Index, corpus: str) -> None:
+    for info in index.list_documents(corpus=corpus, limit=1000):
+        doc = index.get_document(info.doc_id, corpus=corpus)
+        if not doc.chunk_count:
+            continue
+        hits = index._corpus(corpus).catalog.document_chunks(info.doc_id)
+        assert len(hits) == doc.chunk_count
+        previous_end = 0
+        for row in hits:
+            assert doc.text[row.start : row.end] == row.text
+            assert doc.text[previous_end : row.start].strip() == ""
+            previous_end = row.end
+        assert doc.text[previous_end:].strip() == ""
+
+
+@pytest.fixture(scope="module")
+def shared_index(tmp_path_factory: pytest.TempPathFactory) -> Index:
+    root = tmp_path_factory.mktemp("shared")
+    index = Index(root / "idx", embedder=CountingEmbedder())
+    report = sync_folder(index, _docs(), corpus="docs", cache_dir=root / "converted")
+    assert report.failed == [], report.failed
+    assert report.added == len(list(_docs().iterdir()))
+    return index
+
+
+def test_every_shared_document_converts_and_chunks_exactly(shared_index: Index) -> None:
+    names = {d.doc_id for d in shared_index.list_documents(corpus="docs", limit=100)}
+    assert names == {p.name for p in _docs().iterdir()}
+    _check_contract(shared_index, "docs")
+
+
+# A query a person could write from each document's content.
+QUERIES = {
+    "amt_handbook_sample.pdf": "how does a stainless steel self-locking nut hold",
+    "federal-register-2020-17221.pdf": "MCAS activation after a single AOA sensor failure",
+    "nics-background-checks-2015-11.pdf": "NICS firearm background checks November 2015 Maine",
+    "pira_T_total.xlsx": "allogenic and autogenic processes",
+    "powerpoint_sample.pptx": "test table slide",
+    "pptx_chart.pptx": "wild duck observations by year",
+    "senate-expenditures.pdf": "senator transportation airfare Hawley",
+    "unit_test_headers.docx": "test document section 1.2.3 paragraph",
+    "wikipedia_duck.html": "duck etymology and taxonomy",
+    "wikipedia_mozilla.html": "Mozilla Foundation free and open source software history",
+    "word365_structure.pdf": "Titre liste numérotée Alouette Farfadet",
+    "word_sample.docx": "swimming in the lake wear sunglasses",
+    "word_tables.docx": "test with tables merged cell",
+    "xlsx_01.xlsx": "Sheet2 col-1 col-2 col-3",
+}
+
+
+def test_every_shared_document_has_a_query() -> None:
+    assert set(QUERIES) == {p.name for p in _docs().iterdir()}
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_a_query_written_from_a_document_finds_it(shared_index: Index, name: str) -> None:
+    hits = shared_index.search(QUERIES[name], top_k=3)
+    assert name in [h.doc_id for h in hits], [h.doc_id for h in hits]
+    hit = next(h for h in hits if h.doc_id == name)
+    assert hit.source_path and hit.source_path.endswith(name)
+    assert shared_index.resolve(hit) == hit.text
+
+
+def test_pdf_headings_become_heading_paths_and_tables_stay_in_one_chunk(
+    shared_index: Index,
+) -> None:
+    rows = shared_index._corpus("docs").catalog.document_chunks("federal-register-2020-17221.pdf")
+    paths = {r.heading_path for r in rows}
+    assert any("SUMMARY" in p for p in paths) and any("Background" in p for p in paths)
+    assert all(r.page_start is not None and 1 <= r.page_start <= r.page_end <= 15 for r in rows)
+    nics = shared_index._corpus("docs").catalog.document_chunks(
+        "nics-background-checks-2015-11.pdf"
+    )
+    table_chunks = [r for r in nics if "| Alabama" in r.text]
+    assert len(table_chunks) == 1
+    lines = [ln for ln in table_chunks[0].text.splitlines() if ln.strip()]
+    assert sum(ln.startswith("|") for ln in lines) >= len(lines) - 2
+    hit = shared_index.search("Wyoming firearm checks", top_k=3, where={"extension": ".pdf"})[0]
+    assert hit.page_start == 1 and hit.doc_id.endswith(".pdf")
+
+
+def _hostile_folder(folder: Path) -> dict[str, str]:
+    """Write one good file and every kind of bad one; returns name -> expected reason part."""
+    import pymupdf
+
+    folder.mkdir()
+    (folder / "good.md").write_text("# Good\n\nThis file is perfectly fine and searchable.")
+    pdf = (_docs() / "federal-register-2020-17221.pdf").read_bytes()
+    (folder / "truncated.pdf").write_bytes(pdf[: len(pdf) // 3])
+    scanned = pymupdf.open()
+    page = scanned.new_page()
+    page.draw_rect(pymupdf.Rect(50, 50, 300, 300), fill=(0, 0, 0))
+    scanned.save(folder / "scanned.pdf")
+    with (
+        zipfile.ZipFile(folder / "bomb.docx", "w", zipfile.ZIP_DEFLATED) as zf,
+        zf.open("word/document.xml", "w", force_zip64=True) as fh,
+    ):
+        for _ in range(300):
+            fh.write(b"\0" * (1 << 20))
+    (folder / "junk.md").write_bytes(os.urandom(2048) + b"\0")
+    (folder / "latin1.txt").write_bytes("olá, café".encode("latin-1"))
+    (folder / "empty.txt").write_bytes(b"")
+    with (folder / "huge.txt").open("wb") as fh:
+        fh.truncate(51 * 1024 * 1024)
+    (folder / "loop").mkdir()
+    (folder / "loop" / "again").symlink_to(folder, target_is_directory=True)
+    return {
+        "truncated.pdf": "",
+        "scanned.pdf": "no text layer",
+        "bomb.docx": "zip bomb",
+        "junk.md": "",
+        "latin1.txt": "UTF-8",
+        "empty.txt": "empty",
+        "huge.txt": "limit is 50.0 MB",
+    }
+
+
+def test_hostile_files_are_reported_one_by_one_and_the_rest_completes(tmp_path: Path) -> None:
+    folder = tmp_path / "corpus"
+    expected = _hostile_folder(folder)
+    index = Index(tmp_path / "idx", embedder=CountingEmbedder())
+    index.add_documents({"kept": "an earlier document that must survive"}, corpus="c")
+    report = sync_folder(index, folder, corpus="c", cache_dir=tmp_path / "converted")
+    failed = {Path(p).name: reason for p, reason in report.failed}
+    # The truncated PDF may be repaired into a partial document; everything else must fail.
+    for name, part in expected.items():
+        if name == "truncated.pdf" and name not in failed:
+            continue
+        assert name in failed, name
+        assert part in failed[name] and "\n" not in failed[name] and "Traceback" not in failed[name]
+    docs = {d.doc_id for d in index.list_documents(corpus="c")}
+    assert {"good.md", "kept"} <= docs
+    assert index.search("perfectly fine", mode="keyword")[0].doc_id == "good.md"
+    assert index.get_document("kept").text.startswith("an earlier")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops to the 'nobody' user, which needs root")
+def test_an_unreadable_file_is_reported_with_permission_denied() -> None:
+    """Root reads any file whatever its mode, so the sync runs as 'nobody' in a subprocess
+    (in a folder straight under /tmp: pytest's own tmp folders are private to root)."""
+    import tempfile
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="guaipeca-nobody-"))
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "open.md").write_text("readable words")
+    secret = folder / "secret.md"
+    secret.write_text("hidden words")
+    secret.chmod(0o000)
+    for p in (tmp_path, folder):
+        p.chmod(0o777)
+    warm = tmp_path / "warm"
+    warm.mkdir()
+    (warm / "w.md").write_text("warm up")
+    code = (
+        "import os, sys\n"
+        "from guaipeca import Index\n"
+        "from guaipeca.embed import HashingEmbedder\n"
+        "from guaipeca.ingest import sync_folder\n"
+        "top, warm = sys.argv[1], sys.argv[2]\n"
+        "sync_folder(Index(warm + '/idx', embedder=HashingEmbedder()), warm)  # warm imports\n"
+        "os.setgid(65534); os.setuid(65534)  # only now: root's Python install is private\n"
+        "r = sync_folder(Index(top + '/idx', embedder=HashingEmbedder()), top + '/corpus')\n"
+        "print(r.added, r.failed)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path), str(warm)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(tmp_path)},
+        timeout=120,
+    )
+    shutil.rmtree(tmp_path, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("1 ") and "secret.md" in done.stdout
+    assert "permission denied" in done.stdout
+
+
+def _notes(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(4):
+        sections = "\n\n".join(
+            f"## Part {j}\n\n" + f"Note {i} part {j} talks about subject {i * 10 + j}. " * 25
+            for j in range(3)
+        )
+        (folder / f"note{i}.md").write_text(f"# Note {i}\n\n{sections}")
+    (folder / "drafts").mkdir(exist_ok=True)
+    (folder / "drafts" / "wip.md").write_text("# Draft\n\nnot ready")
+
+
+def test_incremental_runs_embed_only_what_changed(tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    _notes(folder)
+    embedder = CountingEmbedder()
+    index = Index(tmp_path / "idx", embedder=embedder)
+    kwargs = {"corpus": "n", "cache_dir": tmp_path / "converted", "exclude": ["drafts/*"]}
+    first = sync_folder(index, folder, **kwargs)  # type: ignore[arg-type]
+    assert first.added == 4 and first.chunks_embedded == len(embedder.passages) > 0
+    assert "drafts/wip.md" not in {d.doc_id for d in index.list_documents(corpus="n")}
+
+    embedder.passages.clear()
+    second = sync_folder(index, folder, **kwargs)  # type: ignore[arg-type]
+    assert (second.unchanged, second.chunks_embedded, embedder.passages) == (4, 0, [])
+
+    os.utime(folder / "note0.md")  # touched, same bytes: hashed, nothing embedded
+    touched = sync_folder(index, folder, **kwargs)  # type: ignore[arg-type]
+    assert touched.unchanged == 4 and touched.chunks_embedded == 0
+
+    text = (folder / "note1.md").read_text()
+    (folder / "note1.md").write_text(text.replace("Note 1 part 2", "Note 1 part 2 (edited)", 1))
+    changed = sync_folder(index, folder, **kwargs)  # type: ignore[arg-type]
+    assert changed.changed == 1 and changed.chunks_embedded == 1 == len(embedder.passages)
+    assert "edited" in embedder.passages[0]
+
+    (folder / "note2.md").unlink()
+    removed = sync_folder(index, folder, **kwargs)  # type: ignore[arg-type]
+    assert removed.removed == 1
+    assert all(h.doc_id != "note2.md" for h in index.search("Note 2 part 1", top_k=20))
+
+    embedder.passages.clear()
+    forced = sync_folder(index, folder, force=True, **kwargs)  # type: ignore[arg-type]
+    assert forced.added == 3 and forced.chunks_embedded == len(embedder.passages) > 0
+
+
+def test_parallel_conversion_gives_the_same_index_as_serial(tmp_path: Path) -> None:
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    for name in (
+        "word_sample.docx",
+        "powerpoint_sample.pptx",
+        "senate-expenditures.pdf",
+        "xlsx_01.xlsx",
+        "wikipedia_duck.html",
+    ):
+        shutil.copy(_docs() / name, folder / name)
+    _notes(folder / "notes")
+    results = []
+    for workers in (1, 2):
+        index = Index(embedder=CountingEmbedder())
+        report = sync_folder(index, folder, corpus="m", workers=workers)
+        assert report.failed == []
+        docs = [(d.doc_id, d.chunk_count) for d in index.list_documents(corpus="m", limit=100)]
+        texts = [index.get_document(d).text for d, _ in docs]
+        hits = [
+            [(h.chunk_id, h.start, h.end, h.score) for h in index.search(q, top_k=10)]
+            for q in ("expenditures", "swimming lake", "duck species", "subject 12")
+        ]
+        results.append((docs, texts, hits))
+    assert results[0] == results[1]
+
+
+def test_the_conversion_cache_is_used_and_survives_damage(tmp_path: Path) -> None:
+    folder = tmp_path / "c"
+    folder.mkdir()
+    shutil.copy(_docs() / "word_tables.docx", folder / "t.docx")
+    cache_dir = tmp_path / "converted"
+    sync_folder(Index(embedder=CountingEmbedder()), folder, cache_dir=cache_dir)
+    entries = list(cache_dir.rglob("*.json"))
+    assert len(entries) == 1
+    cache = ConversionCache(cache_dir)
+    assert cache.get(entries[0].stem) is not None
+    entries[0].write_text("{garbage")
+    assert cache.get(entries[0].stem) is None  # a damaged entry is a miss, not a crash
+    again = sync_folder(Index(embedder=CountingEmbedder()), folder, cache_dir=cache_dir)
+    assert again.added == 1 and cache.get(entries[0].stem) is not None
+
+
+def test_our_own_data_folder_is_never_indexed(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("user text")
+    data = tmp_path / ".guaipeca-like" / "data"
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "cached.md").write_text("cache text")
+    index = Index(embedder=CountingEmbedder())
+    report = sync_folder(index, tmp_path, skip=[tmp_path / "data", data])
+    assert report.added == 1
