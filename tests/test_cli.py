@@ -292,3 +292,17 @@ def test_watch_reindexes_a_new_file_and_stops_on_sigterm(tmp_path: Path, notes: 
         for stream in (watcher.stdout, watcher.stderr):
             if stream is not None:
                 stream.close()
+
+
+def test_an_unexpected_failure_exits_3_with_a_one_line_message(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import guaipeca.cli
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(guaipeca.cli, "load_settings", broken)
+    code, out, err = run(capsys, "status")
+    assert code == 3 and out == ""
+    assert err.strip() == "internal error: RuntimeError: disk on fire"

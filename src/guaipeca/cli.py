@@ -66,6 +66,11 @@ def _open_index(loaded: LoadedSettings) -> Index:
 
     s = loaded.settings
     source = str(loaded.source) if loaded.source else None
+    if s.storage.backend != "embedded":
+        raise GuaipecaError(
+            f"storage.backend: {s.storage.backend!r} is not available in this version; "
+            f"use 'embedded' (in {source or 'the config'})"
+        )
     embedder = load_embedder(s.embedding, source=source)
     index = Index(loaded.data_dir / "index", embedder=embedder, settings=s.engine())
     for corpus in s.corpora:
