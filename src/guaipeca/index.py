@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,6 +38,7 @@ from .search.fusion import weighted_rrf
 from .search.snippet import make_snippet
 from .store import ChunkRow, validate_where
 from .types import (
+    RETURN_MODES,
     SEARCH_MODES,
     AddReport,
     Chunk,
@@ -45,6 +47,7 @@ from .types import (
     Hit,
     IndexStats,
     NewDocument,
+    ReturnMode,
     ScoreParts,
     SearchMode,
     SourceState,
@@ -353,8 +356,18 @@ class Index:
         rrf_k: float | None = None,
         dense_weight: float | None = None,
         bm25_weight: float | None = None,
+        return_mode: ReturnMode = "chunks",
+        section_mode: bool = False,
+        section_filter: str | None = None,
     ) -> list[Hit]:
         """Search the corpora; returns up to ``top_k`` hits, best first.
+
+        ``section_mode`` returns one hit per ``##`` section (its best chunk's score) whose
+        text is the whole section. ``return_mode="documents"`` returns one hit per document
+        (its best chunk's score) whose text is the whole document; ``"auto"`` does that when
+        the matched documents together fit in ``search.max_chars`` characters, else returns
+        chunks. ``section_filter`` restricts the search to one section id, or to a heading
+        path prefix written ``"Title > Section"``.
 
         Raises:
             InvalidArgumentError: empty or oversized query, bad ``top_k`` or mode.
@@ -369,7 +382,12 @@ class Index:
         w_dense = s.dense_weight if dense_weight is None else dense_weight
         w_bm25 = s.bm25_weight if bm25_weight is None else bm25_weight
         _check_query(query, top_k, mode, depth, k)
+        if return_mode not in RETURN_MODES:
+            raise InvalidArgumentError(
+                f"return_mode must be one of {', '.join(RETURN_MODES)}, not {return_mode!r:.30}"
+            )
         validate_where(where)
+        where = _with_section_filter(where, section_filter)
         names = list(corpora) if corpora else self.corpora
         stores = [self._corpus(n) for n in names]
         qvec = self.embedder.embed_query(query) if mode != "keyword" else None
@@ -387,7 +405,114 @@ class Index:
             weight = self._weights.get(store.name, 1.0)
             scored.extend((score * weight, store.name, pk, parts[pk]) for pk, score in fused)
         scored.sort(key=lambda t: (-t[0], t[1], t[2]))
+        if section_mode or return_mode != "chunks":
+            return self._grouped(scored, query, top_k, return_mode, section_mode)
         return self._hits(scored[:top_k], query)
+
+    def _grouped(
+        self,
+        scored: list[tuple[float, str, int, ScoreParts]],
+        query: str,
+        top_k: int,
+        return_mode: str,
+        section_mode: bool,
+    ) -> list[Hit]:
+        """One hit per section or per document, ranked by its best chunk."""
+        hits = self._hits(scored, query)
+        if return_mode != "chunks":
+            docs: dict[tuple[str, str], Hit] = {}
+            for h in hits:
+                docs.setdefault((h.corpus, h.doc_id), h)
+            best = list(docs.values())[:top_k]
+            total = sum(self._doc_chars(h) for h in best)
+            if return_mode == "documents" or total <= self.settings.search.max_chars:
+                return [self._widen_to_document(h) for h in best]
+        if not section_mode:
+            return hits[:top_k]
+        sections: dict[tuple[str, str, str], Hit] = {}
+        for h in hits:
+            sections.setdefault((h.corpus, h.doc_id, h.section_id), h)
+        return [self._widen_to_section(h) for h in list(sections.values())[:top_k]]
+
+    def _doc_chars(self, hit: Hit) -> int:
+        row = self._corpora[hit.corpus].catalog.document(hit.doc_id)
+        return len(row.text) if row else 0
+
+    def _widen_to_document(self, hit: Hit) -> Hit:
+        doc = self._corpora[hit.corpus].catalog.document(hit.doc_id)
+        text = doc.text if doc else hit.text
+        rows = self._corpora[hit.corpus].catalog.document_chunks(hit.doc_id)
+        pages = [p for r in rows for p in (r.page_start, r.page_end) if p is not None]
+        return dataclasses.replace(
+            hit,
+            start=0,
+            end=len(text),
+            text=text,
+            heading_path=hit.heading_path[:1],
+            page_start=min(pages) if pages else None,
+            page_end=max(pages) if pages else None,
+        )
+
+    def _widen_to_section(self, hit: Hit) -> Hit:
+        rows = [
+            r
+            for r in self._corpora[hit.corpus].catalog.document_chunks(hit.doc_id)
+            if r.section_id == hit.section_id
+        ]
+        if not rows:
+            return hit
+        doc = self._corpora[hit.corpus].catalog.document(hit.doc_id)
+        start, end = rows[0].start, rows[-1].end
+        pages = [p for r in rows for p in (r.page_start, r.page_end) if p is not None]
+        return dataclasses.replace(
+            hit,
+            start=start,
+            end=end,
+            text=doc.text[start:end] if doc else hit.text,
+            heading_path=rows[0].heading_path,
+            page_start=min(pages) if pages else None,
+            page_end=max(pages) if pages else None,
+        )
+
+    def toc(self, doc_id: str, *, corpus: str | None = None) -> dict[str, Any]:
+        """A document's table of contents: its headings as a tree, with chunk counts.
+
+        ``structured`` is False for a document without headings (then ``headings`` is
+        empty and ``chunks`` counts all of its chunks).
+
+        Raises:
+            NotFoundError: no such document.
+        """
+        store = self._find_doc_corpus(doc_id, corpus)
+        rows = store.catalog.document_chunks(doc_id)
+        doc = store.catalog.document(doc_id)
+        text = doc.text if doc else ""
+        root: dict[str, Any] = {"children": [], "level": 0}
+        stack = [root]
+        for row in rows:
+            for line in _heading_lines(text[row.start : row.end]):
+                level, title = line
+                node = {
+                    "title": title,
+                    "level": level,
+                    "section_id": row.section_id,
+                    "chunk_id": f"{store.name}:{row.chunk_pk}",
+                    "chunks": 0,
+                    "children": [],
+                }
+                while stack[-1]["level"] >= level:
+                    stack.pop()
+                stack[-1]["children"].append(node)
+                stack.append(node)
+            if len(stack) > 1:
+                stack[-1]["chunks"] += 1
+        return {
+            "doc_id": doc_id,
+            "corpus": store.name,
+            "structured": bool(root["children"]),
+            "chunks": len(rows),
+            "headings": root["children"],
+        }
 
     def _hits(self, scored: list[tuple[float, str, int, ScoreParts]], query: str) -> list[Hit]:
         by_corpus: dict[str, list[int]] = {}
@@ -581,6 +706,45 @@ def _as_new_documents(
         seen.add(d.doc_id)
         merged = {**shared, **_check_metadata(d.metadata)} if d.metadata else dict(shared)
         out.append(dataclasses.replace(d, metadata=merged))
+    return out
+
+
+def _with_section_filter(
+    where: Mapping[str, Any] | None, section_filter: str | None
+) -> Mapping[str, Any] | None:
+    if section_filter is None:
+        return where
+    if not isinstance(section_filter, str) or not section_filter.strip():
+        raise InvalidArgumentError("section_filter must be a section id or 'Title > Section'")
+    if section_filter.startswith(("s:", "unstructured:")):
+        extra: dict[str, Any] = {"section_id": section_filter}
+    else:
+        parts = [p.strip() for p in section_filter.split(">") if p.strip()]
+        # heading_path is stored as JSON text: a path prefix is a prefix of that text.
+        prefix = json.dumps(parts, ensure_ascii=False)[:-1]
+        extra = {
+            "$or": [{"heading_path": prefix + "]"}, {"heading_path": {"$startswith": prefix + ","}}]
+        }
+    return {"$and": [dict(where), extra]} if where else extra
+
+
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+
+
+def _heading_lines(text: str) -> list[tuple[int, str]]:
+    """ATX headings in a chunk (outside fenced code), as ``(level, title)``."""
+    out: list[tuple[int, str]] = []
+    fence = None
+    for line in text.split("\n"):
+        stripped = line.lstrip()
+        if stripped.startswith(("```", "~~~")):
+            marker = stripped[:3]
+            fence = None if fence == marker else (fence or marker)
+            continue
+        if fence is None:
+            m = _HEADING.match(line)
+            if m:
+                out.append((len(m.group(1)), m.group(2).strip()))
     return out
 
 

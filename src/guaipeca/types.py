@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 SearchMode = Literal["hybrid", "dense", "keyword"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "dense", "keyword")
+ReturnMode = Literal["chunks", "documents", "auto"]
+RETURN_MODES: tuple[ReturnMode, ...] = ("chunks", "documents", "auto")
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,6 +155,7 @@ def _records() -> list[dict[str, Any]]:
                     "extension": extension,
                     "modified": modified,
                     "section_id": section_id,
+                    "heading_path": "[]",
                     "position": position,
                     "pages": (page_start, page_end),
                     "metadata": metadata,

@@ -84,6 +84,8 @@ BUILTIN_FIELDS: Final[Mapping[str, str]] = MappingProxyType(
         "modified": "d.modified",
         "page": "c.page_start",
         "section_id": "c.section_id",
+        # The heading path as stored: JSON text such as '["Guide", "Install"]'.
+        "heading_path": "c.heading_path",
         "position": "c.position",
     }
 )

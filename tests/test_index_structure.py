@@ -1,0 +1,83 @@
+"""Structure-aware search: section mode, section filters, return modes, the table of contents."""
+
+from __future__ import annotations
+
+import pytest
+
+from guaipeca import Index, InvalidArgumentError, NotFoundError
+from support import CountingEmbedder
+
+GUIDE = (
+    "# Guide\n\nIntro to the guide.\n\n"
+    "## Install\n\n" + "Run the installer with care. " * 40 + "\n\n"
+    "### On Linux\n\nUse the installer package on Linux.\n\n"
+    "## Usage\n\nSearch the index. Use filters.\n\n"
+    "```\n# not a heading\n```\n"
+)
+
+
+@pytest.fixture
+def index(counting_embedder: CountingEmbedder) -> Index:
+    ix = Index(embedder=counting_embedder)
+    ix.add_documents({"guide": GUIDE, "plain": "No headings here, only installer words."})
+    return ix
+
+
+def test_section_mode_returns_each_section_once_with_its_whole_text(index: Index) -> None:
+    hits = index.search("installer", mode="keyword", section_mode=True, top_k=10)
+    keys = [(h.doc_id, h.section_id) for h in hits]
+    assert len(keys) == len(set(keys))
+    install = next(h for h in hits if h.heading_path == ("Guide", "Install"))
+    assert install.text.startswith("## Install") and "On Linux" in install.text
+    assert GUIDE[install.start : install.end] == install.text
+    assert index.resolve(install) == install.text
+
+
+def test_section_filter_takes_a_heading_path_prefix_or_a_section_id(index: Index) -> None:
+    hits = index.search("installer", mode="keyword", section_filter="Guide > Install")
+    assert hits and all(h.heading_path[:2] == ("Guide", "Install") for h in hits)
+    assert index.search("installer", section_filter="Guide > Usage", mode="keyword") == []
+    sid = hits[0].section_id
+    assert {h.section_id for h in index.search("installer", section_filter=sid)} == {sid}
+    assert {h.doc_id for h in index.search("installer", section_filter="Guide")} == {"guide"}
+    with pytest.raises(InvalidArgumentError):
+        index.search("x", section_filter="  ")
+
+
+def test_return_mode_documents_and_auto(index: Index) -> None:
+    docs = index.search("installer", mode="keyword", return_mode="documents")
+    assert sorted(h.doc_id for h in docs) == ["guide", "plain"]
+    guide = next(h for h in docs if h.doc_id == "guide")
+    assert (guide.start, guide.end, guide.text) == (0, len(GUIDE), GUIDE)
+    auto = index.search("installer", mode="keyword", return_mode="auto")
+    assert {h.text for h in auto} == {h.text for h in docs}  # both documents fit max_chars
+    small = Index(
+        embedder=CountingEmbedder(),
+        settings=index.settings.model_copy(
+            update={"search": index.settings.search.model_copy(update={"max_chars": 100})}
+        ),
+    )
+    small.add_documents({"guide": GUIDE})
+    chunks = small.search("installer", mode="keyword", return_mode="auto")
+    assert all(len(h.text) < len(GUIDE) for h in chunks)
+    with pytest.raises(InvalidArgumentError):
+        index.search("x", return_mode="pages")  # type: ignore[arg-type]
+
+
+def test_toc_is_a_heading_tree_with_chunk_counts(index: Index) -> None:
+    toc = index.toc("guide")
+    assert toc["structured"] is True
+    (title,) = toc["headings"]
+    assert title["title"] == "Guide" and title["level"] == 1
+    names = [c["title"] for c in title["children"]]
+    assert names == ["Install", "Usage"]
+    install = title["children"][0]
+    assert [c["title"] for c in install["children"]] == ["On Linux"]
+    total = title["chunks"] + sum(
+        c["chunks"] + sum(g["chunks"] for g in c["children"]) for c in title["children"]
+    )
+    assert total == toc["chunks"] == index.get_document("guide").chunk_count
+    plain = index.toc("plain")
+    assert plain["structured"] is False and plain["headings"] == [] and plain["chunks"] == 1
+    with pytest.raises(NotFoundError):
+        index.toc("missing")
