@@ -388,6 +388,80 @@ def status(
         out.print("  nothing indexed yet: run 'guaipeca index'")
 
 
+@app.command()
+def serve(
+    transport: Annotated[
+        str | None,
+        typer.Option(help="stdio (one local agent), http, or both (default: server.transport)."),
+    ] = None,
+    host: Annotated[
+        str | None, typer.Option(help="HTTP interface (default: server.host, 127.0.0.1).")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="HTTP port (default: server.port, 8090).")
+    ] = None,
+    watch: Annotated[
+        bool | None,
+        typer.Option("--watch/--no-watch", help="Re-index corpora when their files change."),
+    ] = None,
+) -> None:
+    """Run the MCP server: stdio, Streamable HTTP at /mcp and legacy SSE at /sse."""
+    import anyio
+
+    from .server import Service, build_server
+
+    loaded = _settings()
+    conf = loaded.settings.server
+    mode = transport or conf.transport
+    if mode not in ("stdio", "http", "both"):
+        raise typer.BadParameter("must be stdio, http or both", param_hint="--transport")
+    idx = _open_index(loaded)
+    service = Service(idx, loaded)
+    stop = threading.Event()
+    if conf.watch if watch is None else watch:
+        threading.Thread(target=_watch, args=(service, stop), daemon=True, name="watch").start()
+
+    async def run() -> None:
+        from .server.http import serve_http
+
+        if mode == "http":
+            await serve_http(service, host or conf.host, port or conf.port)
+            return
+        server = build_server(service)
+        if mode == "stdio":
+            await server.run_stdio_async()
+            return
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve_http, service, host or conf.host, port or conf.port)
+            await server.run_stdio_async()
+            tg.cancel_scope.cancel()  # the agent closed stdio: stop serving HTTP too
+
+    try:
+        anyio.run(run)
+    finally:
+        stop.set()
+        idx.close()
+
+
+def _watch(service: Any, stop: threading.Event, interval: float = 5.0) -> None:
+    """server.watch: re-sync every configured corpus every few seconds (unchanged files are
+    not read), in the background; searches keep answering meanwhile."""
+    while not stop.wait(interval):
+        for corpus in service.settings.corpora:
+            try:
+                report = service.reindex(corpus.name)
+                if report.touched:
+                    log.info(
+                        "watch: %s re-indexed (%d added, %d changed, %d removed)",
+                        corpus.name,
+                        report.added,
+                        report.changed,
+                        report.removed,
+                    )
+            except GuaipecaError as exc:
+                log.warning("watch: %s: %s", corpus.name, exc)
+
+
 @app.command("check-model")
 def check_model(
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,

@@ -1,0 +1,457 @@
+"""The HTTP face: one Starlette app for MCP (Streamable HTTP and legacy SSE) and the plain
+routes (§7.2-7.4), served by uvicorn.
+
+Routes:
+
+- ``/mcp``: Streamable HTTP (POST JSON-RPC, GET stream, DELETE ends a session), from the
+  SDK's session manager, whose lifespan the app runs;
+- ``GET /sse`` + ``POST /messages/`` (and ``/messages``): the legacy SSE transport;
+- ``GET /health``: no auth; status, version, backend, corpora and their counts;
+- ``GET /tools``: the MCP tool list as JSON;
+- ``GET /download/{corpus}/{path}``: a file of a configured corpus folder;
+- ``DELETE /documents?corpus=&filename=``: removes a file and its document.
+
+Middleware, outermost first: sanitised errors, allowed hosts (DNS rebinding), CORS,
+auth, session owner (binds MCP sessions to the identity), rate limit, body size limit.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any, Final
+
+import anyio.to_thread
+import uvicorn
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.mcpserver import MCPServer
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .. import __version__
+from ..errors import GuaipecaError, NotFoundError
+from .security import (
+    AllowedHostsMiddleware,
+    Authenticator,
+    AuthMiddleware,
+    BodyLimitMiddleware,
+    RateLimitMiddleware,
+    SanitizedErrorsMiddleware,
+    TokenBucket,
+    UnsafePathError,
+    cors_middleware,
+    error_response,
+    identity_of,
+    resolve_inside,
+    safe_relative_path,
+)
+from .tools import Service, build_server
+
+__all__ = ["allowed_hosts", "build_app", "make_server", "serve_http"]
+
+log = logging.getLogger("guaipeca.server")
+
+PUBLIC_PATHS: Final = ("/health",)
+_LOOPBACK: Final = ("127.0.0.1", "localhost", "[::1]")
+_WILDCARD_BINDS: Final = ("", "0.0.0.0", "::", "[::]")
+#: Headers on every downloaded file: never rendered in the server's origin (an HTML
+#: document of a corpus must not run scripts next to the API), never cached.
+_DOWNLOAD_HEADERS: Final = {
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "sandbox; default-src 'none'",
+    "Cache-Control": "no-store",
+}
+
+
+# -- hosts -------------------------------------------------------------------------------
+def _host_name(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def allowed_hosts(host: str, port: int, extra: Sequence[str] = ()) -> list[str]:
+    """``Host`` header values accepted: the loopback names and ``host``, at ``port``.
+
+    Port 0 (an ephemeral port, tests) accepts any port. A wildcard bind (``0.0.0.0``)
+    adds nothing: clients reaching it by another name must be listed in ``extra``
+    (``name:port`` or ``name:*``).
+    """
+    suffix = "*" if port == 0 else str(port)
+    names = list(_LOOPBACK)
+    if host not in _WILDCARD_BINDS and _host_name(host) not in names:
+        names.append(_host_name(host))
+    hosts = [f"{name}:{suffix}" for name in names]
+    if port == 80:  # browsers leave the default port out of Host
+        hosts.extend(names)
+    hosts.extend(extra)
+    return hosts
+
+
+def _transport_security(
+    hosts: Sequence[str], cors_origins: Sequence[str]
+) -> TransportSecuritySettings:
+    """The SDK's DNS-rebinding checks for ``/mcp``, ``/sse`` and ``/messages``: the same
+    hosts as the plain routes; as origins, pages served from those hosts (the built-in
+    web page) and the configured CORS origins."""
+    origins = [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
+    origins.extend(o for o in cors_origins if o != "*")
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(hosts),
+        allowed_origins=origins,
+    )
+
+
+# -- MCP session ownership -----------------------------------------------------------------
+class _SessionOwnerMiddleware:
+    """Presents the authenticated identity to the MCP SDK as ``scope["user"]``.
+
+    The SDK binds each Streamable HTTP and SSE session to the principal that opened it
+    and answers 404 to anyone else, so one client cannot ride on another's session id.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        identity = identity_of(scope)
+        if identity is not None:
+            # No raw credential is kept: the SDK compares principals, not tokens.
+            token = AccessToken(token="", client_id=identity, scopes=[], subject=identity)
+            scope["user"] = AuthenticatedUser(token)
+        await self.app(scope, receive, send)
+
+
+# -- the plain routes --------------------------------------------------------------------
+class _NotFound(Exception):
+    pass
+
+
+def _locate(service: Service, corpus: str, raw: str) -> tuple[str, Path]:
+    """``(relative path, resolved file)`` of an indexed file of a configured corpus.
+
+    Blocking (file system and catalog).
+
+    Raises:
+        UnsafePathError: ``raw`` is not a safe relative path.
+        _NotFound: no such corpus, file or indexed document (one reason for all).
+    """
+    try:
+        config = service.corpus(corpus)
+    except GuaipecaError:
+        raise _NotFound from None
+    relative = safe_relative_path(raw)
+    try:
+        root = service.corpus_root(corpus)
+        target = resolve_inside(
+            root, relative, extensions=config.extensions, exclude=config.exclude
+        )
+        # Only files the index holds: never one the scan skipped (the data folder, a
+        # linked folder, a file written after the last run).
+        found = service.index.list_documents(corpus=corpus, where={"doc_id": relative}, limit=1)
+    except (UnsafePathError, GuaipecaError, OSError):
+        raise _NotFound from None
+    if not found or found[0].source_path is None:
+        raise _NotFound
+    return relative, target
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return error_response(exc.status_code, str(exc.detail), dict(exc.headers or {}))
+
+
+def _routes(service: Service, server: MCPServer, mcp_app: ASGIApp) -> list[BaseRoute]:
+    async def health(request: Request) -> Response:
+        index = service.index
+        try:
+            stats = await anyio.to_thread.run_sync(index.stats)
+        except Exception:
+            log.exception("health check failed")
+            return JSONResponse({"status": "error", "version": __version__}, status_code=503)
+        body: dict[str, Any] = {
+            "status": "ok",
+            "version": __version__,
+            "backend": service.loaded.settings.storage.backend,
+            "documents": stats.documents,
+            "chunks": stats.chunks,
+            "corpora": [
+                {"name": c.name, "documents": c.documents, "chunks": c.chunks}
+                for c in stats.corpora
+            ],
+        }
+        broken = sorted(index.broken_corpora)
+        if broken:  # names only: the reasons can name files
+            body["broken_corpora"] = broken
+        return JSONResponse(body)
+
+    async def tools(request: Request) -> Response:
+        listed = await server.list_tools()
+        return JSONResponse(
+            {
+                "tools": [
+                    {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+                    for t in listed
+                ]
+            }
+        )
+
+    async def download(request: Request) -> Response:
+        corpus = str(request.path_params["corpus"])
+        try:
+            relative, target = await anyio.to_thread.run_sync(
+                _locate, service, corpus, str(request.path_params["path"])
+            )
+        except UnsafePathError:
+            return error_response(400, "invalid path")
+        except _NotFound:
+            return error_response(404, "not found")
+        return FileResponse(
+            target,
+            filename=Path(relative).name,
+            media_type="application/octet-stream",
+            headers=_DOWNLOAD_HEADERS,
+        )
+
+    async def delete_document(request: Request) -> Response:
+        corpus = request.query_params.get("corpus")
+        filename = request.query_params.get("filename")
+        if not corpus or not filename:
+            return error_response(400, "give corpus and filename as query parameters")
+        try:
+            service.writable_corpus(corpus)
+        except NotFoundError:
+            return error_response(404, "not found")
+        except GuaipecaError as exc:  # not in upload.allow
+            return error_response(403, service.sanitise(str(exc)))
+        try:
+            relative, _ = await anyio.to_thread.run_sync(_locate, service, corpus, filename)
+            out = await anyio.to_thread.run_sync(service.delete, corpus, relative)
+        except UnsafePathError:
+            return error_response(400, "invalid path")
+        except (_NotFound, NotFoundError):
+            return error_response(404, "not found")
+        return JSONResponse(out.model_dump(mode="json"))
+
+    return [
+        Route("/mcp", endpoint=mcp_app),
+        Route("/health", endpoint=health, methods=["GET"]),
+        Route("/tools", endpoint=tools, methods=["GET"]),
+        Route("/download/{corpus}/{path:path}", endpoint=download, methods=["GET"]),
+        Route("/documents", endpoint=delete_document, methods=["DELETE"]),
+    ]
+
+
+class _AsgiEndpoint:
+    """An ASGI callable as a route endpoint (Starlette calls plain functions and bound
+    methods as request -> response handlers instead)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+
+
+def _sse_routes(sse_app: Starlette) -> list[BaseRoute]:
+    """The SDK's SSE routes (``GET /sse``, ``/messages/``, and any custom routes the
+    server registered), plus ``POST /messages`` without the slash, which some clients use."""
+    routes = list(sse_app.routes)
+    for route in sse_app.routes:
+        if isinstance(route, Mount) and route.path == "/messages":
+            routes.append(Route("/messages", endpoint=_AsgiEndpoint(route.app), methods=["POST"]))
+    return routes
+
+
+# -- the app -----------------------------------------------------------------------------
+def build_app(
+    service: Service,
+    *,
+    mcp_server: MCPServer | None = None,
+    host: str | None = None,
+    port: int | None = None,
+    extra_allowed_hosts: Sequence[str] = (),
+) -> Starlette:
+    """The whole HTTP face over ``service`` (its MCP server: ``mcp_server`` or
+    :func:`~guaipeca.server.tools.build_server`).
+
+    ``host`` and ``port`` (default: ``server.host`` and ``server.port``) are where the
+    app is served; they set the ``Host`` headers accepted (DNS-rebinding protection,
+    see :func:`allowed_hosts`).
+
+    Raises:
+        ConfigError: ``server.cors_origins`` holds ``*`` while auth is on.
+    """
+    settings = service.loaded.settings.server
+    if mcp_server is None:
+        mcp_server = build_server(service)
+    host = settings.host if host is None else host
+    port = settings.port if port is None else port
+    hosts = allowed_hosts(host, port, extra_allowed_hosts)
+    security = _transport_security(hosts, settings.cors_origins)
+    authenticator = Authenticator.from_settings(settings)
+
+    # streamable_http_app() creates the session manager; only its route handler is used.
+    mcp_server.streamable_http_app(
+        streamable_http_path="/mcp",
+        transport_security=security,
+        max_request_body_size=settings.max_body_bytes,
+        host=host,
+    )
+    session_manager = mcp_server.session_manager
+    sse_app = mcp_server.sse_app(
+        sse_path="/sse",
+        message_path="/messages/",
+        transport_security=security,
+        max_request_body_size=settings.max_body_bytes,
+        host=host,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with session_manager.run():
+            yield
+
+    routes = _routes(service, mcp_server, StreamableHTTPASGIApp(session_manager))
+    routes.extend(_sse_routes(sse_app))
+    middleware = [
+        Middleware(SanitizedErrorsMiddleware),
+        Middleware(AllowedHostsMiddleware, allowed_hosts=hosts, exempt_paths=PUBLIC_PATHS),
+        cors_middleware(settings.cors_origins, auth_enabled=authenticator.enabled),
+        Middleware(AuthMiddleware, authenticator=authenticator, public_paths=PUBLIC_PATHS),
+        Middleware(_SessionOwnerMiddleware),
+        Middleware(
+            RateLimitMiddleware,
+            bucket=TokenBucket(settings.rate_limit_rps, settings.rate_limit_burst),
+            exempt_paths=PUBLIC_PATHS,
+        ),
+        Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error},
+    )
+
+
+# -- serving -----------------------------------------------------------------------------
+def _log_config() -> dict[str, Any]:
+    """uvicorn's logging, all of it on stderr: with ``--transport both`` stdout carries
+    the stdio MCP stream, and an access-log line there would corrupt it."""
+    config: dict[str, Any] = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    config["handlers"]["access"]["stream"] = "ext://sys.stderr"
+    config["loggers"]["guaipeca.server"] = {
+        "handlers": ["default"],
+        "level": "INFO",
+        "propagate": False,
+    }
+    return config
+
+
+class _InFlight:
+    """Counts requests being served, except the long-lived streams (``GET /mcp``,
+    ``GET /sse``) that only end when the client or the server closes them."""
+
+    STREAMS: Final = frozenset({"/mcp", "/sse"})
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.count = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or (scope["method"] == "GET" and scope["path"] in self.STREAMS):
+            await self.app(scope, receive, send)
+            return
+        self.count += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.count -= 1
+
+
+class _DrainingServer(uvicorn.Server):
+    """uvicorn, with a drain before the shutdown.
+
+    On the first SIGTERM/SIGINT it stops accepting connections and waits, up to
+    ``drain_seconds``, for the requests in flight (tool calls streaming their answer
+    included) to finish; only then does uvicorn's own shutdown run, which ends the
+    long-lived streams. Without the drain, uvicorn's shutdown would also cut the
+    streamed answers of tool calls still running. A second signal skips the drain.
+    """
+
+    def __init__(self, config: uvicorn.Config, in_flight: _InFlight, drain_seconds: float):
+        super().__init__(config)
+        self.in_flight = in_flight
+        self.drain_seconds = drain_seconds
+        self._drain: tuple[int, float] | None = None  # the signal, the deadline
+        self._listening = True
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._drain is None and not self.should_exit:
+            self._drain = (sig, time.monotonic() + self.drain_seconds)
+            return
+        super().handle_exit(sig, frame)
+
+    async def on_tick(self, counter: int) -> bool:
+        if self._drain is not None and not self.should_exit:
+            sig, deadline = self._drain
+            if self._listening:
+                self._listening = False
+                for server in self.servers:
+                    server.close()
+                log.info("draining: %d request(s) in flight", self.in_flight.count)
+            if self.in_flight.count == 0 or time.monotonic() >= deadline:
+                super().handle_exit(sig, None)
+        return await super().on_tick(counter)
+
+
+def make_server(
+    service: Service,
+    host: str,
+    port: int,
+    *,
+    mcp_server: MCPServer | None = None,
+    graceful_timeout: float | None = None,
+) -> uvicorn.Server:
+    """A uvicorn server for :func:`build_app` (not started).
+
+    On SIGTERM or SIGINT it stops accepting connections and lets requests in flight
+    finish, for at most ``graceful_timeout`` seconds (default: the search deadline plus
+    5 s); then the streams (``GET /sse``, ``GET /mcp``) end and the app shuts down,
+    whatever still runs 5 s later being cancelled. A second signal skips the wait.
+    """
+    app = build_app(service, mcp_server=mcp_server, host=host, port=port)
+    if graceful_timeout is None:
+        graceful_timeout = service.loaded.settings.server.search_timeout_seconds + 5.0
+    in_flight = _InFlight(app)
+    config = uvicorn.Config(
+        in_flight,
+        host=host,
+        port=port,
+        log_config=_log_config(),
+        ws="none",
+        lifespan="on",
+        server_header=False,
+        # After the drain only streams remain, and they end at once.
+        timeout_graceful_shutdown=5,
+    )
+    return _DrainingServer(config, in_flight, graceful_timeout)
+
+
+async def serve_http(service: Service, host: str, port: int) -> None:
+    """Serve :func:`build_app` on ``host:port`` until SIGTERM/SIGINT (graceful: requests
+    in flight finish). Logs go to stderr."""
+    await make_server(service, host, port).serve()

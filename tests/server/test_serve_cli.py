@@ -1,0 +1,136 @@
+"""``guaipeca serve`` as a user runs it: the installed script, the real bundled model, a real
+stdio pipe and a real HTTP socket on 127.0.0.1; results equal the library's on the same index."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from guaipeca import Index
+
+SCRIPT = Path(sys.executable).parent / "guaipeca"
+pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason="the guaipeca script is not installed")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data dir with one corpus indexed by the CLI (real model)."""
+    root = tmp_path_factory.mktemp("serve")
+    docs = root / "docs"
+    docs.mkdir()
+    (docs / "guide.md").write_text(
+        "# Guide\n\n## Install\n\nRun the installer, then restart.\n\n"
+        "## Usage\n\nSearch your notes from the command line."
+    )
+    (docs / "faq.md").write_text("# FAQ\n\nWhy is the sky blue? Rayleigh scattering of light.")
+    (root / "home").mkdir()
+    (root / "home" / "guaipeca.yaml").write_text(
+        f"corpora:\n  - name: docs\n    path: {docs}\n    topic: user guide\n"
+        f"upload:\n  allow: [docs]\n"
+    )
+    env = {**os.environ, "GUAIPECA_HOME": str(root / "home")}
+    done = subprocess.run([str(SCRIPT), "index"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def _env(home: Path) -> dict[str, str]:
+    return {**os.environ, "GUAIPECA_HOME": str(home / "home")}
+
+
+def _library_ranking(home: Path, query: str) -> list[str]:
+    with Index(home / "home" / "data" / "index") as index:
+        return [h.chunk_id for h in index.search(query, top_k=3)]
+
+
+@pytest.mark.anyio
+async def test_serve_over_stdio_answers_like_the_library(home: Path) -> None:
+    params = StdioServerParameters(
+        command=str(SCRIPT), args=["serve", "--transport", "stdio"], env=_env(home)
+    )
+    junk: list[object] = []
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, Exception):
+            junk.append(message)
+
+    with anyio.fail_after(120), (home / "stdio.err").open("w") as err:
+        async with Client(stdio_client(params, errlog=err), message_handler=on_message) as c:
+            tools = {t.name for t in (await c.list_tools()).tools}
+            assert {"search", "get_toc", "upload", "delete", "status"} <= tools
+            found = await c.call_tool("search", {"query": "how do I install it", "top_k": 3})
+            assert isinstance(found.structured_content, dict)
+            ids = [h["chunk_id"] for h in found.structured_content["hits"]]
+    assert junk == []
+    assert ids == _library_ranking(home, "how do I install it")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.anyio
+async def test_serve_over_http_streamable_and_sse(home: Path) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [str(SCRIPT), "serve", "--transport", "http", "--port", str(port)],
+        env=_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                health = httpx2.get(f"{base}/health", timeout=2)
+                break
+            except httpx2.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                await anyio.sleep(0.2)
+        assert health.status_code == 200 and health.json()["status"] == "ok"
+        with anyio.fail_after(120):
+            async with (
+                httpx2.AsyncClient(timeout=30) as http,
+                Client(streamable_http_client(f"{base}/mcp", http_client=http), mode="legacy") as c,
+            ):
+                found = await c.call_tool("search", {"query": "sky colour", "top_k": 3})
+                assert isinstance(found.structured_content, dict)
+                http_ids = [h["chunk_id"] for h in found.structured_content["hits"]]
+            async with Client(sse_client(f"{base}/sse"), mode="legacy") as c:
+                found = await c.call_tool("search", {"query": "sky colour", "top_k": 3})
+                assert isinstance(found.structured_content, dict)
+                sse_ids = [h["chunk_id"] for h in found.structured_content["hits"]]
+        assert http_ids == sse_ids == _library_ranking(home, "sky colour")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        out = proc.stdout.read() if proc.stdout else b""
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+    assert out == b""  # nothing but logs, and logs go to stderr
+    assert proc.returncode in (0, -15)
