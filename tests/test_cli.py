@@ -120,7 +120,7 @@ def test_errors_exit_with_meaningful_codes_and_one_line_messages(
 def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--help")
     assert code == EXIT_OK
-    for command in ("init", "index", "search", "status", "check-model", "compact"):
+    for command in ("init", "index", "search", "status", "check-model", "compact", "serve"):
         assert command in out
         sub_code, sub_out, _ = run(capsys, command, "--help")
         assert sub_code == EXIT_OK and "Usage" in sub_out
