@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -23,69 +22,22 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from starlette.applications import Starlette
 
 from guaipeca import Index
 from guaipeca.config import LoadedSettings, parse_settings
 from guaipeca.embed import HashingEmbedder
 from guaipeca.server import Service
 from guaipeca.server.http import allowed_hosts, build_app
+from support_http import LiveServer
 
 PROTOCOL = "2025-06-18"
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
 # -- a live server -------------------------------------------------------------------------
-class LiveServer:
-    """uvicorn serving ``build(port)`` on 127.0.0.1 at an ephemeral port, in a thread.
-
-    The socket is bound first, so the app knows its port (allowed Host headers) and
-    there is no race for the port.
-    """
-
-    def __init__(self, build: Callable[[int], Starlette]) -> None:
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.bind(("127.0.0.1", 0))
-        self.port: int = self._sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            build(self.port),
-            log_config=None,
-            access_log=False,
-            ws="none",
-            lifespan="on",
-            timeout_graceful_shutdown=5,
-        )
-        self.server = uvicorn.Server(config)
-        self._ready = threading.Event()
-        startup = self.server.startup
-
-        async def startup_then_signal(sockets: list[socket.socket] | None = None) -> None:
-            try:
-                await startup(sockets=sockets)
-            finally:
-                self._ready.set()
-
-        self.server.startup = startup_then_signal  # type: ignore[method-assign]
-        self._thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True
-        )
-
-    def __enter__(self) -> LiveServer:
-        self._thread.start()
-        assert self._ready.wait(30), "server did not start"
-        assert self.server.started, "server failed to start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self._thread.join(30)
-        self._sock.close()
-        assert not self._thread.is_alive(), "server did not stop"
 
 
 def leak_checker(*secrets: str) -> Callable[[httpx2.Response], None]:
@@ -439,7 +391,7 @@ _SERVE = textwrap.dedent(
     """
     import asyncio, sys
     from pathlib import Path
-    sys.path.insert(0, sys.argv[3])
+    sys.path[:0] = [sys.argv[3], str(Path(sys.argv[3]).parent)]  # tests/server and tests/
     from test_http import make_service
     from guaipeca.server.http import serve_http
 

@@ -9,7 +9,6 @@ traceback).
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,9 +19,7 @@ import anyio
 import httpx2
 import jwt
 import pytest
-import uvicorn
 from mcp.server.mcpserver import MCPServer
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import Message, Receive, Scope, Send
@@ -50,6 +47,7 @@ from guaipeca.server.security import (
     safe_relative_path,
     search_gate,
 )
+from support_http import LiveServer
 
 TOKEN = "s3cret-token-for-tests-0123456789"
 JWT_SECRET = "a-jwt-secret-long-enough-for-hs256-and-hs512-0123456789abcdefghij"
@@ -63,51 +61,6 @@ DOCS = {
     "notes/tax.txt": "Tax notes: the quokka rule applies to every receipt.\n",
     "victim.md": "# Victim\n\nDeleted by the one authorised request.\n",
 }
-
-
-# -- a live server (as in test_http.py) ---------------------------------------------------
-class LiveServer:
-    """uvicorn serving ``build(port)`` on 127.0.0.1 at an ephemeral port, in a thread."""
-
-    def __init__(self, build: Callable[[int], Starlette]) -> None:
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.bind(("127.0.0.1", 0))
-        self.port: int = self._sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            build(self.port),
-            log_config=None,
-            access_log=False,
-            ws="none",
-            lifespan="on",
-            timeout_graceful_shutdown=5,
-        )
-        self.server = uvicorn.Server(config)
-        self._ready = threading.Event()
-        startup = self.server.startup
-
-        async def startup_then_signal(sockets: list[socket.socket] | None = None) -> None:
-            try:
-                await startup(sockets=sockets)
-            finally:
-                self._ready.set()
-
-        self.server.startup = startup_then_signal  # type: ignore[method-assign]
-        self._thread = threading.Thread(
-            target=self.server.run, kwargs={"sockets": [self._sock]}, daemon=True
-        )
-
-    def __enter__(self) -> LiveServer:
-        self._thread.start()
-        assert self._ready.wait(30), "server did not start"
-        assert self.server.started, "server failed to start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self._thread.join(30)
-        self._sock.close()
-        assert not self._thread.is_alive(), "server did not stop"
 
 
 def make_service(root: Path, server: dict[str, Any]) -> Service:

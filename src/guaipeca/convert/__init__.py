@@ -16,6 +16,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from guaipeca.config import SUPPORTED_EXTENSIONS
 from guaipeca.convert._limits import DEFAULT_MAX_BYTES, first_line, format_size
 from guaipeca.errors import ConversionError
 
@@ -27,17 +28,6 @@ __all__ = [
     "convert_file",
 ]
 
-SUPPORTED_EXTENSIONS: tuple[str, ...] = (
-    ".md",
-    ".markdown",
-    ".txt",
-    ".pdf",
-    ".docx",
-    ".pptx",
-    ".xlsx",
-    ".html",
-    ".htm",
-)
 
 _FORMATS = {
     ".md": "markdown",
