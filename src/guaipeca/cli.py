@@ -1,4 +1,5 @@
-"""The command line: ``guaipeca init | index | search | status | check-model | compact``.
+"""The command line: ``guaipeca init | index | search | status | check-model | compact |
+serve | eval``.
 
 Exit codes: 0 ok, 1 a user-facing error (bad input, bad config, nothing indexed, …),
 2 a usage error, 3 an internal error (a bug: please report it). Logs and progress go to
@@ -508,6 +509,73 @@ def compact(
             out.print(f"{name}: compacted ({freed} deleted chunk slots reclaimed)")
     finally:
         idx.close()
+
+
+@app.command("eval")
+def eval_(
+    folder: Annotated[Path, typer.Argument(help="A BEIR-format folder (corpus, queries, qrels).")],
+    mode: Annotated[str, typer.Option(help="hybrid, dense or keyword.")] = "hybrid",
+    split: Annotated[str, typer.Option(help="The qrels split: qrels/<split>.tsv.")] = "test",
+    language: Annotated[
+        str, typer.Option(help="Stemming and stopword language of the corpus.")
+    ] = "english",
+    limit_queries: Annotated[
+        int | None, typer.Option("--limit-queries", min=1, help="Evaluate the first N queries.")
+    ] = None,
+    top_k: Annotated[
+        int, typer.Option("--top-k", min=1, max=1000, help="Documents ranked per query.")
+    ] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Measure nDCG@10, Recall@100 and MRR@10 of your configuration on a BEIR data set."""
+    from .embed import load_embedder
+    from .evaluate import evaluate_index, index_beir, load_beir
+    from .index import Index
+
+    if mode not in SEARCH_MODES:
+        raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
+    beir = load_beir(folder, split=split, limit_queries=limit_queries)
+    loaded = _settings()
+    source = str(loaded.source) if loaded.source else None
+    embedder = load_embedder(loaded.settings.embedding, source=source)
+    idx = Index(embedder=embedder, settings=loaded.settings.engine(), language=language)
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=as_json or not err.is_terminal,
+    )
+    try:
+        with bar:
+            task = bar.add_task("indexing documents", total=len(beir.corpus))
+            started = time.perf_counter()
+            index_beir(idx, beir, progress=lambda done, total: bar.update(task, completed=done))
+            index_seconds = time.perf_counter() - started
+            bar.update(task, description="searching queries", completed=0, total=len(beir.queries))
+            result = evaluate_index(
+                idx,
+                beir,
+                mode=mode,
+                top_k=top_k,
+                progress=lambda done, total: bar.update(task, completed=done),
+            )
+    finally:
+        idx.close()
+    result.index_seconds = index_seconds
+    data = {**result.to_dict(), "split": split, "language": language, "folder": str(folder)}
+    if as_json:
+        out.print(json.dumps(data, ensure_ascii=False), markup=False)
+        return
+    metrics = "  ".join(f"{name} {value:.4f}" for name, value in result.metrics.items())
+    queries = f"{result.queries} {'query' if result.queries == 1 else 'queries'}"
+    out.print(
+        f"{metrics}  ({queries}, {_count(result.documents, 'doc')}, index {index_seconds:.1f} s, "
+        f"query p50 {result.query_p50_ms:.1f} ms)",
+        markup=False,
+    )
 
 
 def _count(n: int, noun: str) -> str:
