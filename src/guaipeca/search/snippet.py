@@ -28,8 +28,13 @@ def make_snippet(
         return ""
     matches: list[tuple[int, int, str]] = []
     if query_terms:
+        seen: dict[str, Sequence[str]] = {}  # words repeat: analyse each distinct one once
         for m in _WORD.finditer(flat):
-            for term in analyze(m.group()):
+            word = m.group()
+            terms = seen.get(word)
+            if terms is None:
+                terms = seen[word] = analyze(word)
+            for term in terms:
                 if term in query_terms:
                     matches.append((m.start(), m.end(), term))
                     break
