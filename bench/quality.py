@@ -33,7 +33,6 @@ import json
 import math
 import os
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -43,7 +42,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import peers  # noqa: E402
+import peers
 
 DATA = Path(os.environ.get("BEIR_DIR", "/work/shared/data/beir"))
 CACHE = Path(os.environ.get("GUAIPECA_BENCH_CACHE", "/tmp/guaipeca-bench-cache"))

@@ -397,7 +397,7 @@ def test_engine_settings_keep_their_defaults_and_accept_new_fields() -> None:
         0,
     )
     assert (engine.embedding.preprocess_chars, engine.embedding.batch_size) == (500, 16)
-    assert (engine.search.mode, engine.search.top_k, engine.search.rrf_k) == ("hybrid", 10, 60.0)
+    assert (engine.search.mode, engine.search.top_k, engine.search.rrf_k) == ("hybrid", 10, 10.0)
     extended = engine_settings(embedding={"passage_prefix": "p: "}, search={"toc_rerank": True})
     assert extended.embedding.passage_prefix == "p: "
     assert extended.search.toc_rerank

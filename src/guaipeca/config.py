@@ -250,9 +250,9 @@ class SearchSettings(_Frozen):
     candidates: int = Field(
         100, ge=1, le=10_000, description="depth of each retriever's list before fusion"
     )
-    rrf_k: float = Field(60.0, gt=0, description="Reciprocal Rank Fusion constant")
+    rrf_k: float = Field(10.0, gt=0, description="Reciprocal Rank Fusion constant")
     dense_weight: float = Field(1.0, ge=0, description="weight of the dense list in fusion")
-    bm25_weight: float = Field(1.0, ge=0, description="weight of the keyword list in fusion")
+    bm25_weight: float = Field(1.5, ge=0, description="weight of the keyword list in fusion")
     snippet_chars: int = Field(240, ge=40, le=5000, description="characters in a hit's snippet")
     max_chars: int = Field(
         8000,
