@@ -62,6 +62,24 @@ def test_search_json_is_machine_readable_and_spans_are_exact(
     assert source[hits[0]["start"] : hits[0]["end"]] == hits[0]["text"]
 
 
+def test_search_rerank_sections_and_documents_options(
+    capsys: pytest.CaptureFixture[str], notes: Path
+) -> None:
+    run(capsys, "index", "--path", str(notes))
+    code, out, _ = run(capsys, "search", "tea temperature", "--json", "--rerank")
+    assert code == EXIT_OK
+    hits = json.loads(out)
+    assert hits and all(h["scores"]["rerank"] is not None for h in hits)
+    _, out, _ = run(capsys, "search", "tea", "--json", "--no-rerank", "--return-mode", "documents")
+    docs = json.loads(out)
+    assert docs and all(h["start"] == 0 for h in docs)
+    assert len({h["doc_id"] for h in docs}) == len(docs)
+    code, _, err = run(capsys, "search", "tea", "--return-mode", "pages")
+    assert code != EXIT_OK and "return_mode" in err
+    code, _, _ = run(capsys, "search", "tea", "--top-k-before", "0")
+    assert code != EXIT_OK
+
+
 def test_second_index_run_embeds_nothing_and_removed_files_leave(
     capsys: pytest.CaptureFixture[str], notes: Path
 ) -> None:

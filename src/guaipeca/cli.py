@@ -305,6 +305,24 @@ def search(
         str | None,
         typer.Option(help='Metadata filter as JSON, e.g. \'{"extension": ".pdf", "page": 3}\'.'),
     ] = None,
+    rerank: Annotated[
+        bool | None,
+        typer.Option(
+            "--rerank/--no-rerank",
+            help="Re-order the best candidates by query-term coverage and proximity "
+            "(default: search.rerank).",
+        ),
+    ] = None,
+    top_k_before: Annotated[
+        int | None,
+        typer.Option(min=1, max=10_000, help="Candidates reranked (default: search.top_k_before)."),
+    ] = None,
+    section_mode: Annotated[
+        bool, typer.Option("--sections", help="One hit per section, with its whole text.")
+    ] = False,
+    return_mode: Annotated[
+        str, typer.Option(help="chunks, documents or auto (documents when they fit).")
+    ] = "chunks",
     as_json: Annotated[bool, typer.Option("--json", help="Print hits as JSON.")] = False,
 ) -> None:
     """Search the index and print ranked hits with source, page, heading path and span."""
@@ -318,7 +336,17 @@ def search(
             raise GuaipecaError(
                 f"nothing is indexed yet in {loaded.data_dir}; run 'guaipeca index' first"
             )
-        hits = idx.search(query, top_k=top_k, mode=mode, where=filters, corpora=corpus)
+        hits = idx.search(
+            query,
+            top_k=top_k,
+            mode=mode,
+            where=filters,
+            corpora=corpus,
+            rerank=rerank,
+            top_k_before=top_k_before,
+            section_mode=section_mode,
+            return_mode=return_mode,  # type: ignore[arg-type]  # checked by Index.search
+        )
     finally:
         idx.close()
     if as_json:

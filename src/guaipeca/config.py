@@ -253,6 +253,12 @@ class SearchSettings(_Frozen):
     rrf_k: float = Field(10.0, gt=0, description="Reciprocal Rank Fusion constant")
     dense_weight: float = Field(1.0, ge=0, description="weight of the dense list in fusion")
     bm25_weight: float = Field(1.5, ge=0, description="weight of the keyword list in fusion")
+    rerank_coverage: float = Field(
+        0.3, ge=0, le=100, description="reranker weight of the IDF share of query terms present"
+    )
+    rerank_proximity: float = Field(
+        0.05, ge=0, le=100, description="reranker weight of how close the query terms sit"
+    )
     snippet_chars: int = Field(240, ge=40, le=5000, description="characters in a hit's snippet")
     max_chars: int = Field(
         8000,
@@ -262,6 +268,9 @@ class SearchSettings(_Frozen):
     )
     toc_rerank: bool = Field(
         False, description="boost hits whose heading path contains query terms"
+    )
+    toc_boost: float = Field(
+        0.1, ge=0, le=100, description="toc_rerank weight of the query terms in the heading path"
     )
     rerank: bool = Field(False, description="rerank the fused candidates before the top_k cut")
     top_k_before: int = Field(50, ge=1, le=10_000, description="candidates handed to the reranker")

@@ -35,6 +35,7 @@ from .errors import (
 )
 from .search.corpus import Corpus, PreparedDocument, valid_corpus_name
 from .search.fusion import weighted_rrf
+from .search.rerank import Candidate, bm25_idf, lexical_rerank
 from .search.snippet import make_snippet
 from .store import ChunkRow, validate_where
 from .types import (
@@ -359,8 +360,16 @@ class Index:
         return_mode: ReturnMode = "chunks",
         section_mode: bool = False,
         section_filter: str | None = None,
+        rerank: bool | None = None,
+        top_k_before: int | None = None,
+        toc_rerank: bool | None = None,
     ) -> list[Hit]:
         """Search the corpora; returns up to ``top_k`` hits, best first.
+
+        ``rerank`` (default ``search.rerank``) re-orders the best ``top_k_before`` fused
+        candidates (default ``search.top_k_before``) by query-term coverage and proximity;
+        ``toc_rerank`` (default ``search.toc_rerank``) also favours chunks whose heading path
+        holds the query's terms. ``top_k`` is the count after reranking.
 
         ``section_mode`` returns one hit per ``##`` section (its best chunk's score) whose
         text is the whole section. ``return_mode="documents"`` returns one hit per document
@@ -405,9 +414,80 @@ class Index:
             weight = self._weights.get(store.name, 1.0)
             scored.extend((score * weight, store.name, pk, parts[pk]) for pk, score in fused)
         scored.sort(key=lambda t: (-t[0], t[1], t[2]))
+        do_rerank = s.rerank if rerank is None else rerank
+        do_toc = s.toc_rerank if toc_rerank is None else toc_rerank
+        if (do_rerank or do_toc) and scored:
+            before = s.top_k_before if top_k_before is None else top_k_before
+            if isinstance(before, bool) or not isinstance(before, int) or before < 1:
+                raise InvalidArgumentError(
+                    f"top_k_before must be a positive integer, not {before!r:.30}"
+                )
+            scored = self._rerank(scored, query, before, lexical=do_rerank, toc=do_toc)
         if section_mode or return_mode != "chunks":
             return self._grouped(scored, query, top_k, return_mode, section_mode)
         return self._hits(scored[:top_k], query)
+
+    def _rerank(
+        self,
+        scored: list[tuple[float, str, int, ScoreParts]],
+        query: str,
+        before: int,
+        *,
+        lexical: bool,
+        toc: bool,
+    ) -> list[tuple[float, str, int, ScoreParts]]:
+        """The fused list with its first ``before`` entries re-ordered by the lexical
+        reranker (search/rerank.py); every score is normalised by the best fused one."""
+        s = self.settings.search
+        head, tail = scored[:before], scored[before:]
+        pks_by_corpus: dict[str, list[int]] = {}
+        for _, name, pk, _ in head:
+            pks_by_corpus.setdefault(name, []).append(pk)
+        rows: dict[tuple[str, int], ChunkRow] = {}
+        terms: dict[str, list[str]] = {}
+        idf: dict[str, dict[str, float]] = {}
+        for name, pks in pks_by_corpus.items():
+            store = self._corpora[name]
+            rows.update(((name, pk), row) for pk, row in store.rows(pks).items())
+            terms[name] = store.analyzer.tokens(query)
+            total, freqs = store.lexical.doc_freqs(terms[name])
+            idf[name] = {t: bm25_idf(max(total, df), df) for t, df in freqs.items()}
+        analyse = {name: self._corpora[name].analyzer.tokens for name in pks_by_corpus}
+        candidates = []
+        for score, name, pk, parts in head:
+            row = rows.get((name, pk))
+            candidates.append(
+                Candidate(
+                    key=(name, pk, parts),
+                    score=score,
+                    tokens=analyse[name](row.text) if row and lexical else (),
+                    idf=idf[name],
+                    heading_tokens=frozenset(analyse[name](" ".join(row.heading_path)))
+                    if row and toc
+                    else frozenset(),
+                )
+            )
+        # One query may span corpora of different languages; the terms differ per corpus,
+        # so rerank each candidate against its own corpus's analysed query.
+        reranked: list[tuple[tuple[str, int, ScoreParts], float]] = []
+        for name in pks_by_corpus:
+            reranked.extend(
+                lexical_rerank(
+                    terms[name],
+                    [c for c in candidates if c.key[0] == name],
+                    coverage_weight=s.rerank_coverage if lexical else 0.0,
+                    proximity_weight=s.rerank_proximity if lexical else 0.0,
+                    heading_weight=s.toc_boost if toc else 0.0,
+                    best=head[0][0],
+                )
+            )
+        top = head[0][0] if head[0][0] > 0 else 1.0
+        reranked.sort(key=lambda kv: -kv[1])
+        out = [
+            (value * top, name, pk, dataclasses.replace(parts, rerank=value))
+            for (name, pk, parts), value in reranked
+        ]
+        return out + tail
 
     def _grouped(
         self,

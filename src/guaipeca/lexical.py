@@ -598,6 +598,16 @@ class LexicalIndex:
                 continue  # removed by tantivy's garbage collection while we walked
         return total
 
+    def doc_freqs(self, tokens: Iterable[str]) -> tuple[int, dict[str, int]]:
+        """``(live chunk count, {token: chunks containing it})`` from one searcher snapshot.
+
+        Frequencies may still count deleted chunks until their segment is merged (as BM25's
+        own statistics do), so a frequency can exceed the live count.
+        """
+        searcher = self._live_index().searcher()
+        freqs = {t: int(searcher.doc_freq(_TEXT_FIELD, t)) for t in set(tokens)}
+        return int(searcher.num_docs), freqs
+
     def search(
         self, query: str, k: int, allowed: Sequence[int] | None = None
     ) -> list[tuple[int, float]]:

@@ -20,6 +20,18 @@ def test_no_heading_line_without_headings() -> None:
     assert embedding_input("Body.", ["", "  "]) == "Body."
 
 
+def test_own_heading_is_not_repeated() -> None:
+    # The section's first chunk opens with its heading: only the parents go on the line.
+    got = embedding_input("## Install\n\nRun it.", ["Guide", "Install"])
+    assert got == "Guide\n## Install\n\nRun it."
+    assert embedding_input("# Guide\n\nHello.", ["Guide"]) == "# Guide\n\nHello."
+    # A heading that differs (or a later chunk of the section) keeps the full path.
+    assert embedding_input("## Other\n\nx", ["Guide", "Install"]).startswith("Guide > Install\n")
+    assert embedding_input("Install the tool.", ["Guide", "Install"]).startswith(
+        "Guide > Install\n"
+    )
+
+
 def test_truncates_at_word_boundary() -> None:
     text = "alpha beta gamma delta"
     # 12 chars = "alpha beta g": the space at 10 lies in the last 20% window (>= 9.6).

@@ -69,7 +69,10 @@ def embedding_input(
     then the first ``max_chars`` characters of ``text`` — cut back to a word boundary when
     one lies in the last 20% of that budget, so the model never sees half a word. Without
     ``preprocess`` the text is kept whole. Blank headings are skipped; an empty heading path
-    gives no heading line. ``context`` is not cut: its size is the caller's overlap setting.
+    gives no heading line. When the text itself opens with its own (last) heading, that
+    heading is not repeated on the heading line: a section's first chunk would otherwise say
+    its title twice, which drags the vector towards the title (measured on SciFact).
+    ``context`` is not cut: its size is the caller's overlap setting.
     """
     if isinstance(heading_path, str):
         # A bare string is a Sequence[str] too; joining its characters would be silent garbage.
@@ -78,13 +81,24 @@ def embedding_input(
         raise InvalidArgumentError(f"max_chars must be at least 1, got {max_chars}")
     body = _truncate_at_word(text, max_chars) if preprocess else text
     parts: list[str] = []
-    heading = HEADING_SEPARATOR.join(h.strip() for h in heading_path if h.strip())
+    headings = [h.strip() for h in heading_path if h.strip()]
+    if headings and _opens_with_heading(text, headings[-1]):
+        headings.pop()
+    heading = HEADING_SEPARATOR.join(headings)
     if heading:
         parts.append(heading)
     if context:
         parts.append(context)
     parts.append(body)
     return "\n".join(parts)
+
+
+def _opens_with_heading(text: str, heading: str) -> bool:
+    """Whether the first line of ``text`` is a Markdown ATX heading reading ``heading``."""
+    first = text.lstrip("\n").split("\n", 1)[0].strip()
+    if not first.startswith("#"):
+        return False
+    return first.lstrip("#").strip().rstrip("#").strip() == heading
 
 
 def _truncate_at_word(text: str, max_chars: int) -> str:
