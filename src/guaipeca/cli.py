@@ -1,5 +1,5 @@
 """The command line: ``guaipeca init | index | search | status | check-model | compact |
-serve | eval``.
+serve | install-service | eval``.
 
 Exit codes: 0 ok, 1 a user-facing error (bad input, bad config, nothing indexed, …),
 2 a usage error, 3 an internal error (a bug: please report it). Logs and progress go to
@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -60,20 +61,28 @@ def _settings(*, check_paths: bool = False) -> LoadedSettings:
     return loaded
 
 
-def _open_index(loaded: LoadedSettings) -> Index:
-    """The index with the configured model, settings and corpora (weights, languages)."""
+def _open_index(loaded: LoadedSettings, *, tolerate_down: bool = False) -> Index:
+    """The index with the configured model, settings and corpora (weights, languages).
+
+    A storage server (Qdrant) that is down is an error, except for ``serve``
+    (``tolerate_down``), which starts and reports it in status and /health.
+    """
     from .embed import load_embedder
     from .index import Index
 
     s = loaded.settings
     source = str(loaded.source) if loaded.source else None
-    if s.storage.backend != "embedded":
-        raise GuaipecaError(
-            f"storage.backend: {s.storage.backend!r} is not available in this version; "
-            f"use 'embedded' (in {source or 'the config'})"
-        )
+    from .search.backend import open_backend
+
+    backend = open_backend(s.storage)  # None: embedded, files under data_dir
     embedder = load_embedder(s.embedding, source=source)
-    index = Index(loaded.data_dir / "index", embedder=embedder, settings=s.engine())
+    index = Index(
+        loaded.data_dir / "index", embedder=embedder, settings=s.engine(), backend=backend
+    )
+    down = None if tolerate_down or backend is None else index.backend_error
+    if down is not None:
+        index.close()
+        raise GuaipecaError(down)
     for corpus in s.corpora:
         if corpus.name in index.corpora:
             index.set_corpus_weight(corpus.name, corpus.weight)
@@ -332,6 +341,9 @@ def search(
     loaded = _settings()
     idx = _open_index(loaded)
     try:
+        if not idx.corpora and idx.broken_corpora:
+            name, reason = next(iter(idx.broken_corpora.items()))
+            raise GuaipecaError(f"corpus {name!r} cannot be used: {reason}")
         if not idx.corpora:
             raise GuaipecaError(
                 f"nothing is indexed yet in {loaded.data_dir}; run 'guaipeca index' first"
@@ -444,7 +456,7 @@ def serve(
     mode = transport or conf.transport
     if mode not in ("stdio", "http", "both"):
         raise typer.BadParameter("must be stdio, http or both", param_hint="--transport")
-    idx = _open_index(loaded)
+    idx = _open_index(loaded, tolerate_down=True)
     service = Service(idx, loaded)
     stop = threading.Event()
     if conf.watch if watch is None else watch:
@@ -457,19 +469,59 @@ def serve(
             await serve_http(service, host or conf.host, port or conf.port)
             return
         server = build_server(service)
-        if mode == "stdio":
-            await server.run_stdio_async()
-            return
+
+        async def stop_on_sigterm(scope: anyio.CancelScope) -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+                async for _ in signals:
+                    stopping.set()
+                    scope.cancel()
+                    return
+
+        async def http_then_stop(scope: anyio.CancelScope) -> None:
+            await serve_http(service, host or conf.host, port or conf.port)
+            stopping.set()
+            scope.cancel()  # SIGTERM/SIGINT stopped HTTP (gracefully): stop stdio too
+
+        # SIGTERM (systemd, docker stop) ends the server by returning, so the index is
+        # closed below; over HTTP, uvicorn first lets requests in flight finish.
         async with anyio.create_task_group() as tg:
-            tg.start_soon(serve_http, service, host or conf.host, port or conf.port)
+            if mode == "stdio":
+                tg.start_soon(stop_on_sigterm, tg.cancel_scope)
+            else:
+                tg.start_soon(http_then_stop, tg.cancel_scope)
             await server.run_stdio_async()
             tg.cancel_scope.cancel()  # the agent closed stdio: stop serving HTTP too
 
+    # The MCP SDK reads stdin in a worker thread that cancellation cannot interrupt: once
+    # a signal stopped everything else, a stdin left open by the agent must not keep the
+    # process (and the index) open. Searches still running get their deadline first.
+    stopping, finished = threading.Event(), threading.Event()
+    grace = conf.search_timeout_seconds + 5.0
+    threading.Thread(
+        target=_exit_when_stuck, args=(stopping, finished, grace, stop, idx), daemon=True
+    ).start()
     try:
         anyio.run(run)
     finally:
+        finished.set()
         stop.set()
         idx.close()
+
+
+def _exit_when_stuck(
+    stopping: threading.Event,
+    finished: threading.Event,
+    grace: float,
+    stop: threading.Event,
+    idx: Index,
+) -> None:
+    stopping.wait()
+    if finished.wait(grace):
+        return
+    log.info("stopped; stdin is still open: closing the index and exiting")
+    stop.set()
+    idx.close()
+    os._exit(0)
 
 
 def _watch(service: Any, stop: threading.Event, interval: float = 5.0) -> None:
@@ -489,6 +541,85 @@ def _watch(service: Any, stop: threading.Event, interval: float = 5.0) -> None:
                     )
             except GuaipecaError as exc:
                 log.warning("watch: %s: %s", corpus.name, exc)
+
+
+@app.command("install-service")
+def install_service(
+    system: Annotated[
+        bool,
+        typer.Option(
+            "--system", help="A system unit (/etc/systemd/system, as --user-name); default: yours."
+        ),
+    ] = False,
+    user_name: Annotated[
+        str, typer.Option("--user-name", help="The account a --system unit runs as.")
+    ] = "guaipeca",
+    memory_max: Annotated[
+        str, typer.Option(help="MemoryMax: RAM cap (e.g. 2G; 1G is enough for ~100k chunks).")
+    ] = "2G",
+    cpu_quota: Annotated[
+        str, typer.Option(help="CPUQuota: CPU cap, a percentage of one core (200% = two).")
+    ] = "200%",
+    host: Annotated[str | None, typer.Option(help="--host for serve (default: config).")] = None,
+    port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="--port for serve (default: config).")
+    ] = None,
+    print_only: Annotated[
+        bool, typer.Option("--print", help="Print the unit; write nothing.")
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing unit.")] = False,
+) -> None:
+    """Write a systemd unit that runs 'guaipeca serve --transport http' (journal logs,
+    graceful stop on SIGTERM, MemoryMax/CPUQuota caps), then print how to start it."""
+    import shutil
+
+    from .config import home_dir
+    from .service_unit import UnitOptions, render_unit, unit_path
+
+    path = config_path(_state.config).resolve()
+    if not path.is_file():
+        raise GuaipecaError(
+            f"no config file at {path}: a service needs one (write it with 'guaipeca init', "
+            "list your corpora, then run this again)"
+        )
+    loaded = _settings(check_paths=True)  # a broken config fails here, not at every restart
+    s = loaded.settings
+    uploads = [c.path for c in s.corpora if c.name in s.upload.allow and c.path.is_absolute()]
+    script = shutil.which("guaipeca") or sys.argv[0]
+    home = home_dir().resolve()
+    options = UnitOptions(
+        executable=Path(script).resolve(),
+        config=path,
+        home=home,
+        env_file=home / "env",
+        user_unit=not system,
+        user=user_name if system else None,
+        memory_max=memory_max,
+        cpu_quota=cpu_quota,
+        host=host,
+        port=port,
+        writable=(loaded.data_dir.resolve(), *uploads),
+    )
+    text = render_unit(options)
+    if print_only:
+        sys.stdout.write(text)
+        return
+    target = unit_path(user_unit=not system)
+    if target.exists() and not force:
+        raise GuaipecaError(f"{target} already exists; use --force to overwrite it")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except PermissionError:
+        raise GuaipecaError(f"cannot write {target}: run as root for --system") from None
+    ctl = "systemctl" if system else "systemctl --user"
+    out.print(f"wrote {target}", markup=False)
+    out.print("start it now and at boot:", markup=False)
+    out.print(f"  {ctl} daemon-reload && {ctl} enable --now guaipeca", markup=False)
+    out.print(f"  journalctl {'' if system else '--user '}-u guaipeca -f    # its logs")
+    if not system:
+        out.print("  loginctl enable-linger $USER   # keep it running after you log out")
+    out.print(f"secrets (GUAIPECA_AUTH_TOKEN=...) go in {options.env_file} (chmod 600)")
 
 
 @app.command("check-model")
@@ -520,6 +651,24 @@ def check_model(
 
 
 @app.command()
+def migrate(
+    to: Annotated[str, typer.Option("--to", help="Target backend: qdrant or embedded.")],
+    corpora: Annotated[
+        list[str] | None, typer.Argument(help="Corpora to copy (default: all).")
+    ] = None,
+    batch: Annotated[int, typer.Option(min=1, max=10_000, help="Documents per write.")] = 64,
+    restart: Annotated[
+        bool, typer.Option("--restart", help="Ignore the checkpoint of an earlier run.")
+    ] = False,
+) -> None:
+    """Copy the index to another backend (embedded <-> qdrant) without re-embedding;
+    resumes after an interruption."""
+    from .migrate_cli import run_migrate
+
+    run_migrate(_settings(), to, corpora, batch=batch, restart=restart, out=out, err=err)
+
+
+@app.command()
 def compact(
     corpora: Annotated[
         list[str] | None, typer.Argument(help="Corpora to compact (default: all).")
@@ -537,6 +686,49 @@ def compact(
             out.print(f"{name}: compacted ({freed} deleted chunk slots reclaimed)")
     finally:
         idx.close()
+
+
+@app.command()
+def check(
+    corpora: Annotated[
+        list[str] | None, typer.Argument(help="Corpora to check (default: all).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Check the index: catalog, vectors and keyword index agree, every chunk resolves.
+
+    Exit code 1 when a problem is found (each is printed with how to repair it)."""
+    loaded = _settings()
+    idx = _open_index(loaded)
+    try:
+        reports = [idx.verify(name) for name in corpora] if corpora else [idx.verify()]
+    finally:
+        idx.close()
+    checked = [c for r in reports for c in r.corpora]
+    broken = {k: v for r in reports for k, v in r.broken.items()}
+    ok = not broken and all(c.ok for c in checked)
+    if as_json:
+        data = {"ok": ok, **reports[0].to_dict()} if len(reports) == 1 else None
+        if data is None:
+            data = {"ok": ok, "corpora": [c for r in reports for c in r.to_dict()["corpora"]]}
+            data["broken"] = broken
+        out.print(json.dumps(data, ensure_ascii=False), markup=False)
+    else:
+        for c in checked:
+            head = f"{c.name}: {c.documents} documents, {c.chunks} chunks"
+            out.print(f"{head}: ok" if c.ok else f"{head}: PROBLEMS", markup=False)
+            for problem in c.problems:
+                out.print(f"  - {problem}", markup=False)
+        for name, reason in broken.items():
+            out.print(f"{name}: cannot be opened: {reason}", markup=False)
+        if not checked and not broken:
+            out.print("nothing indexed yet")
+    if not ok:
+        # An error (exit code 1), not typer.Exit: main() runs click without standalone mode.
+        raise GuaipecaError(
+            "the index has problems; re-index the corpora named above with "
+            "'guaipeca index --force' (sources are read again)"
+        )
 
 
 @app.command("eval")
@@ -613,7 +805,10 @@ def _count(n: int, noun: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: runs the app and maps errors to exit codes."""
     try:
-        app(args=argv, prog_name="guaipeca", standalone_mode=False)
+        # Without standalone mode click returns a typer.Exit's code instead of raising it.
+        code = app(args=argv, prog_name="guaipeca", standalone_mode=False)
+        if isinstance(code, int) and not isinstance(code, bool) and code != EXIT_OK:
+            return code
     except GuaipecaError as exc:
         err.print(f"error: {exc}", markup=False)
         return EXIT_USER

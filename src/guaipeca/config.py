@@ -198,6 +198,17 @@ def _check_origin(origin: str) -> str:
     return origin
 
 
+def _check_host(host: str) -> str:
+    # A Host header value: a name or address, optionally ':port' or ':*'; '*' is any host.
+    host = host.strip().lower()
+    if host != "*" and (not host or any(c in host for c in "/ @?#\\") or "://" in host):
+        raise ValueError(
+            f"{host[:60]!r} is not a host name: write a name or address, optionally with "
+            "':port', e.g. search.example.org or guaipeca:8090 (no scheme, no path)"
+        )
+    return host
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
@@ -253,6 +264,11 @@ class SearchSettings(_Frozen):
     rrf_k: float = Field(10.0, gt=0, description="Reciprocal Rank Fusion constant")
     dense_weight: float = Field(1.0, ge=0, description="weight of the dense list in fusion")
     bm25_weight: float = Field(1.5, ge=0, description="weight of the keyword list in fusion")
+    dense_scan: Literal["exact", "auto", "binary"] = Field(
+        "exact",
+        description="exact (score every vector), binary (sign-bit prefilter) or auto (binary "
+        "from 50k chunks)",
+    )
     rerank_coverage: float = Field(
         0.3, ge=0, le=100, description="reranker weight of the IDF share of query terms present"
     )
@@ -281,6 +297,8 @@ class EngineSettings(_Frozen):
     chunking: ChunkingSettings = ChunkingSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     search: SearchSettings = SearchSettings()
+    # Defined further down; a factory so the forward reference resolves on first use.
+    enrich: EnrichSettings = Field(default_factory=lambda: EnrichSettings())
 
     @field_validator("language")
     @classmethod
@@ -361,7 +379,12 @@ class ServerSettings(_Frozen):
     rate_limit_burst: int = Field(20, ge=1, description="requests allowed at once above the rate")
     max_concurrent_searches: int = Field(8, ge=1, le=10_000, description="searches run at once")
     search_timeout_seconds: float = Field(10.0, gt=0, description="deadline of one search")
-    max_body_bytes: int = Field(64 * MiB, ge=1024, description="largest request body (64 MiB)")
+    # 68 MiB: a 50 MiB upload (upload.max_file_size) sent as base64 through MCP is 66.7 MiB.
+    max_body_bytes: int = Field(68 * MiB, ge=1024, description="largest request body (68 MiB)")
+    allowed_hosts: list[Annotated[str, AfterValidator(_check_host)]] = Field(
+        default_factory=list,
+        description="other Host names clients use, e.g. guaipeca, example.org:8443; '*': any",
+    )
     watch: bool = Field(False, description="re-index the corpora when their files change")
 
     _auth_token = field_validator("auth_token", "jwt_secret")(_non_empty_secret)
@@ -410,6 +433,12 @@ class QdrantSettings(_Frozen):
     )
     timeout: float = Field(10.0, gt=0, description="seconds per Qdrant request")
     prefer_grpc: bool = Field(False, description="talk gRPC instead of HTTP")
+    shard_number: int | None = Field(
+        None, ge=1, le=1024, description="shards of a new collection (null: server default)"
+    )
+    replication_factor: int | None = Field(
+        None, ge=1, le=64, description="copies of each shard (null: server default)"
+    )
 
     _url = field_validator("url")(_check_url)
     _path_not_empty = field_validator("path", mode="before")(_not_empty_path)
@@ -458,7 +487,7 @@ class StorageSettings(_Frozen):
 
 
 class EnrichSettings(_Frozen):
-    local: bool = Field(False, description="extract keywords, entities and dates locally")
+    local: bool = Field(True, description="extract keywords, entities and dates locally")
     url: str | None = Field(
         None, description="OpenAI-compatible endpoint, e.g. http://localhost:11434/v1"
     )
@@ -469,6 +498,12 @@ class EnrichSettings(_Frozen):
     workers: int = Field(2, ge=1, le=64, description="chunks enriched in parallel")
     timeout_seconds: float = Field(30.0, gt=0, description="seconds per LLM request")
     retries: int = Field(2, ge=0, le=10, description="retries of a failed LLM request")
+    embed: bool = Field(
+        False, description="embed the LLM's context sentence, keywords and questions with the text"
+    )
+    max_chars: int = Field(
+        4000, ge=100, le=100_000, description="characters of a chunk sent to the LLM"
+    )
 
     _url = field_validator("url")(_check_url)
     _api_key = field_validator("api_key")(_non_empty_secret)
@@ -557,6 +592,7 @@ class Settings(_Frozen):
             chunking=self.chunking,
             embedding=self.embedding,
             search=self.search,
+            enrich=self.enrich,
         )
 
 

@@ -15,16 +15,21 @@ import os
 import re
 import shutil
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import agentic
 from .chunk import canonicalize, chunk_text
 from .config import EngineSettings
 from .embed import CachedEmbedder, Embedder, QueryCache, default_embedder, embedding_input
+from .enrich import Enrichment
+from .enrich.llm import LLMEnricher
+from .enrich.pipeline import LLMCache, llm_pass, local_pass, stored_form
 from .errors import (
     ConfigError,
     GuaipecaError,
@@ -33,16 +38,18 @@ from .errors import (
     ModelError,
     NotFoundError,
 )
+from .search.backend import Backend, BackendUnavailableError, CorpusStore
 from .search.corpus import Corpus, PreparedDocument, valid_corpus_name
 from .search.fusion import weighted_rrf
 from .search.rerank import Candidate, bm25_idf, lexical_rerank
 from .search.snippet import make_snippet
-from .store import ChunkRow, validate_where
+from .store import Catalog, ChunkRow, validate_where
 from .types import (
     RETURN_MODES,
     SEARCH_MODES,
     AddReport,
     Chunk,
+    ChunkSpan,
     Document,
     DocumentInfo,
     Hit,
@@ -54,12 +61,16 @@ from .types import (
     SourceState,
 )
 
+if TYPE_CHECKING:
+    from .verify import CheckReport
+
 __all__ = ["Index"]
 
 MAX_QUERY_CHARS = 8192
 MAX_TOP_K = 1000
 MAX_DOC_ID_CHARS = 1024
 _WRITE_BATCH_CHUNKS = 2048
+_REDISCOVER_SECONDS = 10.0
 
 
 class Index:
@@ -79,6 +90,7 @@ class Index:
         embedder: Embedder | None = None,
         settings: EngineSettings | None = None,
         language: str | None = None,
+        backend: Backend | None = None,
     ) -> None:
         self.settings = settings or EngineSettings()
         self.language = language or self.settings.language
@@ -91,18 +103,26 @@ class Index:
             else base
         )
         self._base_name = base.name
-        self._corpora: dict[str, Corpus] = {}
+        self._corpora: dict[str, CorpusStore] = {}
+        # None: corpora are files under path (embedded); else e.g. a Qdrant server.
+        self._backend = backend
         self._weights: dict[str, float] = {}
         # Corpora that exist on disk but cannot be used as they are (another model, a
         # damaged file): the error is raised when one is used, and drop_corpus clears it.
         self._broken: dict[str, GuaipecaError] = {}
         self._lock = threading.Lock()
-        if self.path is not None:
+        self._llm: LLMEnricher | None = None  # built on first use when enrich.url is set
+        # While a backend server is down: why, and when discovery was last tried.
+        self._backend_down: tuple[BackendUnavailableError, float] | None = None
+        if backend is not None:
+            self._discover()
+        elif self.path is not None:
             (self.path / "corpora").mkdir(parents=True, exist_ok=True)
             for folder in sorted((self.path / "corpora").iterdir()):
                 if folder.name.startswith("."):
                     continue
-                if (folder / "catalog.sqlite").exists():
+                # lexical.state too: a corpus whose catalog was lost must show as broken.
+                if (folder / "catalog.sqlite").exists() or (folder / "lexical.state").exists():
                     try:
                         self._open_corpus(folder.name, None)
                     except (ModelError, IndexCorruptError, ConfigError) as exc:
@@ -113,10 +133,22 @@ class Index:
         return default_embedder(threads=emb.threads, batch_size=emb.batch_size)
 
     # -- corpora -----------------------------------------------------------------------
-    def _open_corpus(self, name: str, language: str | None) -> Corpus:
+    def _open_corpus(self, name: str, language: str | None) -> CorpusStore:
+        if self._backend is not None:
+            store = self._backend.open_corpus(
+                name, language=language, model=self._base_name, dim=self.embedder.dimension
+            )
+            self._corpora[name] = store
+            self._weights.setdefault(name, 1.0)
+            return store
         folder = self.path / "corpora" / name if self.path is not None else None
         corpus = Corpus(
-            name, folder, language=language, model=self._base_name, dim=self.embedder.dimension
+            name,
+            folder,
+            language=language,
+            model=self._base_name,
+            dim=self.embedder.dimension,
+            reembed=self._reembed,
         )
         self._corpora[name] = corpus
         self._weights.setdefault(name, 1.0)
@@ -145,9 +177,41 @@ class Index:
         self._corpus(name)
         self._weights[name] = float(weight)
 
+    def _discover(self) -> None:
+        """Open the backend's corpora; when it is down, remember why (retried later)."""
+        assert self._backend is not None
+        try:
+            for name in self._backend.corpus_names():
+                if name in self._corpora:
+                    continue
+                try:
+                    self._open_corpus(name, None)
+                except (ModelError, IndexCorruptError, ConfigError) as exc:
+                    self._broken[name] = exc
+        except BackendUnavailableError as exc:
+            self._backend_down = (exc, time.monotonic())
+        else:
+            self._backend_down = None
+
+    @property
+    def backend_error(self) -> str | None:
+        """Why the storage backend cannot be reached, or None (always None when embedded)."""
+        if self._backend is None:
+            return None
+        try:
+            self._backend.check()
+        except BackendUnavailableError as exc:
+            return str(exc)
+        if self._backend_down is not None:
+            self._discover()
+        return None
+
     @property
     def corpora(self) -> list[str]:
         """Names of the usable corpora."""
+        down = self._backend_down
+        if down is not None and time.monotonic() - down[1] > _REDISCOVER_SECONDS:
+            self._discover()  # the server was down when the index was opened
         return sorted(self._corpora)
 
     @property
@@ -155,16 +219,28 @@ class Index:
         """Corpora on disk that cannot be opened, with the reason (re-index with force)."""
         return {name: str(exc) for name, exc in sorted(self._broken.items())}
 
-    def _corpus(self, name: str) -> Corpus:
+    def _corpus(self, name: str) -> CorpusStore:
         try:
             return self._corpora[name]
         except KeyError:
             if name in self._broken:
                 raise self._broken[name] from None
+            if self._backend_down is not None:  # its corpora could not be listed
+                raise self._backend_down[0] from None
             known = ", ".join(sorted(self._corpora)) or "none yet"
             raise NotFoundError(f"no corpus named {name!r:.70} (corpora: {known})") from None
 
-    def _ensure_corpus(self, name: str) -> Corpus:
+    def _embedded(self, name: str) -> Corpus:
+        """A corpus of the embedded backend (for checks that read its files)."""
+        store = self._corpus(name)
+        if not isinstance(store, Corpus):
+            raise InvalidArgumentError(
+                f"corpus {name!r} is stored in {self._backend.name if self._backend else '?'}; "
+                "this check reads the embedded backend's files"
+            )
+        return store
+
+    def _ensure_corpus(self, name: str) -> CorpusStore:
         if name not in self._corpora:
             self.create_corpus(name)
         return self._corpora[name]
@@ -225,7 +301,7 @@ class Index:
         )
 
     def _prepare(self, corpus: str, item: NewDocument, text: str, sha: str) -> _Pending:
-        chunking, emb = self.settings.chunking, self.settings.embedding
+        chunking = self.settings.chunking
         page_starts = _canonical_page_starts(item.text, item.page_starts)
         chunks = chunk_text(
             text,
@@ -233,6 +309,18 @@ class Index:
             max_size=chunking.max_size,
             page_starts=page_starts,
         )
+        inputs, hashes = self._embedding_inputs(chunks)
+        pending = _Pending(item, text, sha, chunks, inputs, hashes)
+        # Local enrichment (§8.1): keywords, entities, dates per chunk, no LLM.
+        language = self._corpora[corpus].language if corpus in self._corpora else self.language
+        pending.enrichments = local_pass([c.text for c in chunks], language, self.settings.enrich)
+        return pending
+
+    def _embedding_inputs(
+        self, chunks: Sequence[ChunkSpan | ChunkRow]
+    ) -> tuple[list[str], list[str]]:
+        """What is embedded for each chunk of one document, in order, and its hash."""
+        chunking, emb = self.settings.chunking, self.settings.embedding
         inputs: list[str] = []
         for i, c in enumerate(chunks):
             context = ""
@@ -249,11 +337,29 @@ class Index:
             )
         salt = self._base_name + "\x00"
         hashes = [hashlib.sha256((salt + s).encode("utf-8")).hexdigest() for s in inputs]
-        return _Pending(item, text, sha, chunks, inputs, hashes)
+        return inputs, hashes
 
-    def _flush(self, store: Corpus, pending: list[_Pending], totals: dict[str, int]) -> None:
+    def _reembed(self, catalog: Catalog, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors for stored chunks, embedded again from the catalog's text — only those
+        whose embedding input rebuilds to the very hash stored (same model and settings)."""
+        wanted = set(hashes)
+        docs = sorted({d for places in catalog.hash_positions(wanted).values() for d, _ in places})
+        inputs: dict[str, str] = {}
+        for doc_id in docs:
+            texts, found = self._embedding_inputs(catalog.document_chunks(doc_id))
+            inputs.update((h, t) for h, t in zip(found, texts, strict=True) if h in wanted)
+        out: dict[str, np.ndarray] = {}
+        keys = list(inputs)
+        for i in range(0, len(keys), 256):
+            part = keys[i : i + 256]
+            vectors = self.embedder.embed_passages([inputs[h] for h in part])
+            out.update(zip(part, np.asarray(vectors, dtype=np.float32), strict=True))
+        return out
+
+    def _flush(self, store: CorpusStore, pending: list[_Pending], totals: dict[str, int]) -> None:
         if not pending:
             return
+        self._llm_enrich(store, pending)
         known = store.known_vectors(h for p in pending for h in p.hashes)
         missing: dict[str, str] = {}
         for p in pending:
@@ -283,12 +389,38 @@ class Index:
                     embed_hashes=p.hashes,
                     vectors=vecs,
                     source_state=_source_state(p.item),
+                    enrichments=stored_form(p.enrichments),
                 )
             )
             totals["chunks"] += len(p.chunks)
         totals["embedded"] += len(missing)
         totals["reused"] += sum(len(p.hashes) for p in pending) - len(missing)
         store.write(docs)
+
+    def _llm_enrich(self, store: CorpusStore, pending: list[_Pending]) -> None:
+        """Optional LLM enrichment (§8.2) of a batch before it is embedded. It cannot fail
+        indexing: chunks the endpoint could not enrich keep their local enrichment."""
+        settings = self.settings.enrich
+        if settings.url is None:
+            return
+        with self._lock:
+            if self._llm is None:
+                self._llm = LLMEnricher.from_settings(settings)
+        items = [
+            (c.text, c.heading_path, p.enrichments[i] if p.enrichments else None)
+            for p in pending
+            for i, c in enumerate(p.chunks)
+        ]
+        cache = store.catalog if isinstance(store.catalog, LLMCache) else None
+        results = iter(llm_pass(self._llm, cache, items))
+        salt = self._base_name + "\x00"
+        for p in pending:
+            p.enrichments = [next(results) for _ in p.chunks]
+            for i, e in enumerate(p.enrichments):
+                extra = e.embedding_text() if settings.embed and e is not None else ""
+                if extra:  # embedded with the text: the hash must say so
+                    p.inputs[i] = f"{p.inputs[i]}\n\n{extra}"
+                    p.hashes[i] = hashlib.sha256((salt + p.inputs[i]).encode()).hexdigest()
 
     def update_metadata(
         self,
@@ -330,7 +462,9 @@ class Index:
             self._broken.pop(name, None)
             if corpus is not None:
                 corpus.close()
-            if self.path is not None:
+            if self._backend is not None:
+                self._backend.drop_corpus(name)
+            elif self.path is not None:
                 folder = self.path / "corpora" / name
                 if folder.exists():
                     # Rename first: a crash mid-delete must not leave a half corpus behind.
@@ -402,7 +536,7 @@ class Index:
         qvec = self.embedder.embed_query(query) if mode != "keyword" else None
         scored: list[tuple[float, str, int, ScoreParts]] = []
         for store in stores:
-            dense = store.dense(qvec, depth, where) if qvec is not None else []
+            dense = store.dense(qvec, depth, where, scan=s.dense_scan) if qvec is not None else []
             lexical = store.keyword(query, depth, where) if mode != "dense" else []
             parts = _parts(dense, lexical)
             if mode == "hybrid":
@@ -668,6 +802,15 @@ class Index:
             out.extend(DocumentInfo(r[0], name, r[1], r[2], r[3], r[4]) for r in rows)
         return out[offset : offset + limit]
 
+    # -- agentic retrieval (§7.1): agentic.py's functions (Index first) as methods --------
+    keyword_search = agentic.keyword_search
+    semantic_search = agentic.semantic_search
+    filtered_search = agentic.filtered_search
+    read_chunks = agentic.read_chunks
+    read_neighbors = agentic.read_neighbors
+    find_related = agentic.find_related
+    enrichment = agentic.enrichment
+
     def resolve(self, hit: Hit | Chunk) -> str:
         """The exact span of the stored document that ``hit`` points at."""
         doc = self.get_document(hit.doc_id, corpus=hit.corpus)
@@ -681,7 +824,18 @@ class Index:
             corpora=tuple(self._corpora[n].stats() for n in self.corpora),
         )
 
-    def _find_doc_corpus(self, doc_id: str, corpus: str | None) -> Corpus:
+    def verify(self, corpus: str | None = None) -> CheckReport:
+        """Check that each corpus's catalog, vectors and lexical index agree and every chunk
+        resolves (read-only; damage found when the index was opened was already repaired,
+        with a logged warning). Corpora that cannot be opened are listed in ``broken``."""
+        from .verify import CheckReport, verify_corpus
+
+        names = [corpus] if corpus else self.corpora
+        checks = tuple(verify_corpus(self._embedded(n), self._reembed) for n in names)
+        broken = {} if corpus else self.broken_corpora
+        return CheckReport(checks, broken)
+
+    def _find_doc_corpus(self, doc_id: str, corpus: str | None) -> CorpusStore:
         if corpus is not None:
             store = self._corpus(corpus)
             if store.stored_signature(doc_id) is None:
@@ -702,6 +856,11 @@ class Index:
         for corpus in self._corpora.values():
             corpus.close()
         self._corpora.clear()
+        if self._llm is not None:
+            self._llm.close()
+            self._llm = None
+        if self._backend is not None:
+            self._backend.close()
 
     def __enter__(self) -> Index:
         return self
@@ -716,7 +875,7 @@ class Index:
 
 
 class _Pending:
-    __slots__ = ("chunks", "hashes", "inputs", "item", "sha", "text")
+    __slots__ = ("chunks", "enrichments", "hashes", "inputs", "item", "sha", "text")
 
     def __init__(
         self,
@@ -729,6 +888,7 @@ class _Pending:
     ) -> None:
         self.item, self.text, self.sha = item, text, sha
         self.chunks, self.inputs, self.hashes = chunks, inputs, hashes
+        self.enrichments: list[Enrichment | None] = []
 
 
 def _check_query(query: str, top_k: int, mode: str, depth: int, k: float) -> None:

@@ -70,8 +70,10 @@ class ConversionCache:
             return None
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
-            if raw.get("version") != CONVERTER_VERSION:
+            if raw.get("version") != CONVERTER_VERSION or "text_sha256" not in raw:
                 return None
+            if hashlib.sha256(raw["text"].encode("utf-8")).hexdigest() != raw["text_sha256"]:
+                raise ValueError("checksum mismatch")  # damaged, yet still valid JSON
             pages = raw["page_starts"]
             return Converted(
                 text=raw["text"],
@@ -79,7 +81,7 @@ class ConversionCache:
                 format=raw["format"],
                 warnings=tuple(raw["warnings"]),
             )
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             # A damaged cache entry is only a cache miss: convert again.
             log.warning("conversion cache entry %s is unreadable; converting again", path.name)
             return None
@@ -95,6 +97,7 @@ class ConversionCache:
                 {
                     "version": CONVERTER_VERSION,
                     "text": converted.text,
+                    "text_sha256": hashlib.sha256(converted.text.encode("utf-8")).hexdigest(),
                     "page_starts": converted.page_starts,
                     "format": converted.format,
                     "warnings": list(converted.warnings),

@@ -73,6 +73,30 @@ TOOLS = {
     ),
     "delete": ({"corpus", "doc_id"}, {"corpus", "doc_id"}, False, True),
 }
+# The agentic tools (tests/server/test_agent_tools.py checks them in detail).
+_SEARCH_ARGS = {"query", "top_k_after", "top_k_before", "rerank", "corpora", "where"}
+TOOLS.update(
+    {
+        "keyword_search": ({"query"}, _SEARCH_ARGS, True, False),
+        "semantic_search": ({"query"}, _SEARCH_ARGS, True, False),
+        "filtered_search": (
+            {"query"},
+            _SEARCH_ARGS
+            | {"keywords", "entities", "content_types", "date_from", "date_to", "mode"},
+            True,
+            False,
+        ),
+        "read_chunk": ({"chunk_ids"}, {"chunk_ids"}, True, False),
+        "read_neighbors": ({"chunk_ids"}, {"chunk_ids", "window"}, True, False),
+        "find_related": (
+            {"chunk_ids"},
+            {"chunk_ids", "query", "exclude", "same_document"}
+            | (_SEARCH_ARGS - {"where", "rerank"}),
+            True,
+            False,
+        ),
+    }
+)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,9 +25,46 @@ CacheKey = tuple[str, str]
 
 
 def _system_memory_percent() -> float:
+    """How full memory is, in percent: the machine's, or — when tighter — the process's own
+    limit (a cgroup's ``MemoryMax``, or ``ulimit -v``), which the machine-wide figure
+    does not see."""
     import psutil  # imported on first check only: most processes never get that far
 
-    return float(psutil.virtual_memory().percent)
+    percent = float(psutil.virtual_memory().percent)
+    for used, limit in _limits(psutil):
+        if 0 < limit < 1 << 60:
+            percent = max(percent, 100.0 * used / limit)
+    return percent
+
+
+_CGROUP_FILES = (
+    ("/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.max"),  # v2
+    ("/sys/fs/cgroup/memory/memory.usage_in_bytes", "/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+)
+
+
+def _limits(psutil: Any) -> list[tuple[int, int]]:
+    """``(used, limit)`` pairs: the cgroup's memory and the process's address space."""
+    out: list[tuple[int, int]] = []
+    for used_file, limit_file in _CGROUP_FILES:
+        try:
+            with open(limit_file) as fh:
+                raw = fh.read().strip()
+            with open(used_file) as fh:
+                used = int(fh.read().strip())
+        except (OSError, ValueError):
+            continue
+        if raw.isdigit():
+            out.append((used, int(raw)))
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            out.append((int(psutil.Process().memory_info().vms), int(soft)))
+    except (ImportError, OSError, ValueError):
+        pass
+    return out
 
 
 class QueryCache:

@@ -10,12 +10,14 @@ Readers use an immutable snapshot (``slot -> chunk``) that a writer swaps after 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import re
+import shutil
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,13 +36,20 @@ from ..store import (
     WriteLock,
     write_vector_file,
 )
+from ..store.vectors import backup_rows, damaged_rows, read_backup, write_backup
 from ..types import ChunkSpan, CorpusStats
+from .binary import BINARY_MIN_CHUNKS, DenseScan, Signs, candidate_count, pack_signs, prefilter
 
 __all__ = ["Corpus", "PreparedDocument", "valid_corpus_name"]
 
 log = logging.getLogger("guaipeca")
 
 F32 = npt.NDArray[np.float32]
+# Given the catalog and embedding-input hashes, the vectors it can reproduce by embedding the
+# chunks again (the Index knows the model and how inputs are built).
+Reembed = Callable[[Catalog, Sequence[str]], dict[str, F32]]
+BACKUP_NAME = "vectors.backup"
+_BACKUP_MIN_PENDING = 64
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -67,12 +76,17 @@ class PreparedDocument:
     embed_hashes: Sequence[str]
     vectors: F32
     source_state: tuple[str | None, int | None, int | None] = (None, None, None)
+    # Per chunk: enrichment JSON and its (kind, term) pairs (SPEC §8); empty: none.
+    enrichments: Sequence[tuple[str | None, tuple[tuple[str, str], ...]]] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class _Snapshot:
     generation: int
     slot_to_pk: npt.NDArray[np.int64]  # -1 where the slot is free
+    # Sign bits of every slot's vector for the binary prefilter (search/binary.py); built on
+    # the first binary scan, then kept up to date by this process's writes.
+    signs: Signs | None = None
 
 
 class Corpus:
@@ -86,21 +100,24 @@ class Corpus:
         language: str | None,
         model: str,
         dim: int,
+        reembed: Reembed | None = None,
     ) -> None:
         self.name = valid_corpus_name(name)
         self.folder = folder
         if folder is not None:
             folder.mkdir(parents=True, exist_ok=True)
+            _refuse_lost_catalog(self.name, folder)
         self.catalog = Catalog(folder / "catalog.sqlite" if folder else None)
         self._lock = WriteLock(folder / "write.lock" if folder else None)
         with self._lock:
             self.language = self._check_meta(language, model, dim)
         self.model = model
         self.dim = dim
+        self._reembed = reembed
         self.analyzer = Analyzer(self.language)
-        self._vectors: FileVectors | MemoryVectors = self._open_vectors()
-        self.lexical = LexicalIndex(folder / "lexical" if folder else None, self.analyzer)
         with self._lock:
+            self._vectors: FileVectors | MemoryVectors = self._open_vectors()
+            self.lexical = self._open_lexical()
             self._reconcile_lexical()
         self._snap = self._load_snapshot()
         self._snap_lock = threading.Lock()
@@ -135,6 +152,7 @@ class Corpus:
         return lang
 
     def _open_vectors(self) -> FileVectors | MemoryVectors:
+        """The vector file, checked; a damaged one is restored (backup, then re-embedding)."""
         if self.folder is None:
             return MemoryVectors(self.dim)
         current = self.catalog.get_meta("vectors_file") or "vectors.f32"
@@ -142,14 +160,142 @@ class Corpus:
         for stray in self.folder.glob("vectors*.f32*"):
             if stray.name != current:
                 stray.unlink(missing_ok=True)
-        _, chunks, _ = self.catalog.counts()
+        (self.folder / f"{BACKUP_NAME}.tmp").unlink(missing_ok=True)
+        live = self.catalog.live_hashes()
+        _, high_water = self.catalog.slot_map()
         path = self.folder / current
-        if not path.exists() and chunks:
+        problem = None
+        if not path.exists() and live:
+            problem = f"vector file {current} is missing"
+        else:
+            try:
+                vectors = FileVectors(path, self.dim, create=True)
+            except IndexCorruptError as exc:
+                problem = str(exc)
+            else:
+                problem = self._damage(vectors.rows(), live, high_water)
+                if problem is None:
+                    return vectors
+                vectors.close()
+        return self._restore_vectors(path, live, high_water, problem)
+
+    def _damage(self, rows: F32, live: list[tuple[int, str]], high_water: int) -> str | None:
+        """Why these rows cannot serve the catalog's chunks, or None when they can."""
+        if high_water > len(rows):
+            return f"vector file holds {len(rows)} rows, the catalog needs {high_water}"
+        slots = np.asarray([slot for slot, _ in live], dtype=np.int64)
+        bad, zero = damaged_rows(rows, slots)
+        if len(zero) and self._reembed is not None:
+            # Zero rows are damage unless the model really gives zero for those chunks.
+            by_slot = dict(live)
+            hashes = [by_slot[int(s)] for s in zero]
+            fresh = self._reembed(self.catalog, hashes)
+            real = [s for s, h in zip(zero, hashes, strict=True) if _nonzero(fresh.get(h))]
+            bad = np.concatenate([bad, np.asarray(real, dtype=np.int64)])
+        if len(bad):
+            return f"{len(bad)} of {len(live)} vectors are damaged"
+        return None
+
+    def _restore_vectors(
+        self, path: Path, live: list[tuple[int, str]], high_water: int, problem: str
+    ) -> FileVectors:
+        """primary → backup → re-embedding from the catalog; refuses if vectors stay missing."""
+        assert self.folder is not None
+        log.warning("corpus %s: %s; restoring the vectors", self.name, problem)
+        needed = {h for _, h in live}
+        found: dict[str, F32] = {}
+        try:
+            if needed:
+                backup = read_backup(self.folder / BACKUP_NAME, self.dim)
+                found = {h: backup[h] for h in needed if h in backup}
+        except IndexCorruptError as exc:
+            log.warning("corpus %s: %s; re-embedding from the catalog instead", self.name, exc)
+        bad, _ = damaged_rows(
+            np.vstack(list(found.values())) if found else np.zeros((0, self.dim), np.float32),
+            np.arange(len(found), dtype=np.int64),
+        )
+        if len(bad):  # the checksum passed, but never trust a vector blindly
+            found = {}
+        from_backup = len(found)
+        missing = sorted(needed - found.keys())
+        if missing and self._reembed is not None:
+            found.update(self._reembed(self.catalog, missing))
+        lost = needed - found.keys()
+        if lost:
             raise IndexCorruptError(
-                f"vector file {path} is missing for corpus {self.name!r}; "
-                "re-index it with 'guaipeca index --force'"
+                f"corpus {self.name!r}: {problem}, and {len(lost)} vectors are neither in the "
+                "backup nor reproducible from the catalog; re-index it with "
+                "'guaipeca index --force'"
             )
-        return FileVectors(path, self.dim, create=True)
+        rows = np.zeros((high_water, self.dim), dtype=np.float32)
+        for slot, h in live:
+            rows[slot] = found[h]
+        write_vector_file(path, rows)
+        slots = np.asarray([slot for slot, _ in live], dtype=np.int64)
+        write_backup(self.folder / BACKUP_NAME, [h for _, h in live], rows, slots)
+        self._bump_generation()
+        log.warning(
+            "corpus %s: vectors restored (%d from the backup, %d embedded again)",
+            self.name,
+            from_backup,
+            len(needed) - from_backup,
+        )
+        self.catalog.set_meta({"vectors_since_backup": "0"})
+        return FileVectors(path, self.dim)
+
+    def _bump_generation(self) -> None:
+        """A new generation, so other processes reopen the restored vector file."""
+        path = self._state_path()
+        old = self.catalog.generation()
+        try:
+            state = json.loads(path.read_text()) if path is not None else {}
+            clean = state.get("clean") is True and state.get("generation") == old
+        except (OSError, ValueError, AttributeError):
+            clean = False
+        with self.catalog.write() as txn:
+            generation = txn.generation
+        if clean:
+            self._write_state(generation, clean=True)
+
+    def _open_lexical(self) -> LexicalIndex:
+        folder = self.folder / "lexical" if self.folder else None
+        try:
+            return LexicalIndex(folder, self.analyzer)
+        except IndexCorruptError as exc:
+            assert folder is not None
+            # Derived data: start it afresh; reconciling rebuilds it from the catalog.
+            log.warning("corpus %s: %s; rebuilding the lexical index", self.name, exc)
+            shutil.rmtree(folder, ignore_errors=True)
+            state = self._state_path()
+            if state is not None:
+                state.unlink(missing_ok=True)
+            return LexicalIndex(folder, self.analyzer)
+
+    # -- the vector backup ---------------------------------------------------------------
+    def _maybe_backup(self, pending: int) -> None:
+        """Refresh the backup once the vectors written since it reach a quarter of it (so
+        copying costs O(1) per vector written). Under the write lock."""
+        if self.folder is None:
+            return
+        held = backup_rows(self.folder / BACKUP_NAME)
+        if held is None or pending >= max(_BACKUP_MIN_PENDING, held // 4):
+            self.write_backup()
+
+    def write_backup(self) -> None:
+        """Copy the live vectors to ``vectors.backup`` now (``compact`` and writes do it)."""
+        if self.folder is None:
+            return
+        with self._lock:
+            live = self.catalog.live_hashes()
+            slots = np.asarray([s for s, _ in live], dtype=np.int64)
+            write_backup(
+                self.folder / BACKUP_NAME, [h for _, h in live], self._vectors.rows(), slots
+            )
+            self.catalog.set_meta({"vectors_since_backup": "0"})
+
+    def vector_rows(self) -> F32:
+        """The vector rows by slot (read-only use: the integrity check)."""
+        return self._vectors.rows()
 
     def _state_path(self) -> Path | None:
         return self.folder / "lexical.state" if self.folder else None
@@ -172,7 +318,9 @@ class Corpus:
         try:
             state = json.loads(path.read_text())
             ok = state.get("clean") is True and state.get("generation") == generation
-        except (OSError, ValueError):
+            # A lexical folder lost or replaced behind the marker's back holds the wrong count.
+            ok = ok and self.lexical.count() == self.catalog.counts()[1]
+        except (OSError, ValueError, AttributeError):
             ok = False
         if not ok:
             if path.exists() or self.catalog.counts()[1]:
@@ -204,7 +352,7 @@ class Corpus:
         if high_water > len(self._vectors.rows()):
             raise IndexCorruptError(
                 f"vector file of corpus {self.name!r} is shorter than the catalog needs; "
-                "re-index it with 'guaipeca index --force'"
+                "reopen the index to restore it, or re-index with 'guaipeca index --force'"
             )
         return _Snapshot(generation, slot_to_pk)
 
@@ -246,6 +394,7 @@ class Corpus:
         with self._lock:
             self._fresh()
             lexical_touched = False
+            pending = int(self.catalog.get_meta("vectors_since_backup") or 0)
             try:
                 with self.catalog.write() as txn:
                     self._write_state(txn.generation - 1, clean=False)
@@ -262,10 +411,13 @@ class Corpus:
                             metadata=doc.metadata,
                             source_path=doc.source_path,
                             modified=doc.modified,
-                            chunks=[
-                                _record(c, h)
-                                for c, h in zip(doc.chunks, doc.embed_hashes, strict=True)
-                            ],
+                            chunks=_enriched(
+                                [
+                                    _record(c, h)
+                                    for c, h in zip(doc.chunks, doc.embed_hashes, strict=True)
+                                ],
+                                doc.enrichments,
+                            ),
                             slots=slots,
                             source_state=doc.source_state,
                         )
@@ -275,6 +427,8 @@ class Corpus:
                             np.asarray(vec_slots, dtype=np.int64), np.vstack(vec_rows)
                         )
                         self._vectors.flush()
+                        pending += len(vec_slots)
+                        txn.set_meta("vectors_since_backup", str(pending))
                     lexical_touched = True
                     self.lexical.delete(deletes)
                     self.lexical.add(adds)
@@ -291,7 +445,14 @@ class Corpus:
             finally:
                 self._release_lexical()
             self._write_state(generation, clean=True)
-            self._publish(generation, freed, added, high_water)
+            self._publish(
+                generation,
+                freed,
+                added,
+                high_water,
+                signs=self._signs_after(vec_slots, vec_rows, high_water),
+            )
+            self._maybe_backup(pending)
 
     def _place(
         self,
@@ -334,9 +495,30 @@ class Corpus:
         except Exception:  # pragma: no cover - the marker stays dirty; next open rebuilds
             log.exception("corpus %s: lexical rebuild after a failed write failed", self.name)
 
+    def _signs_after(self, slots: list[int], rows: list[F32], high_water: int) -> Signs | None:
+        """The snapshot's sign bits with ``slots`` rewritten, as a new array (readers keep
+        the old one); None when they were never built (the next binary scan builds them)."""
+        old = self._snap.signs
+        if old is None:
+            return None
+        new = np.zeros((max(high_water, len(old)), old.shape[1]), dtype=np.uint8)
+        new[: len(old)] = old
+        if slots:
+            new[np.asarray(slots, dtype=np.int64)] = pack_signs(np.vstack(rows))
+        return new
+
     def _publish(
-        self, generation: int, freed: list[int], added: list[tuple[int, int]], high_water: int
+        self,
+        generation: int,
+        freed: list[int],
+        added: list[tuple[int, int]],
+        high_water: int,
+        signs: Signs | None = None,
     ) -> None:
+        """Swap in the snapshot after a commit. ``signs``: sign bits covering every slot
+        rewritten by the commit; without them a write that placed no vectors keeps the old."""
+        if signs is None and not added:
+            signs = self._snap.signs
         old = self._snap.slot_to_pk
         new = np.full(high_water, -1, dtype=np.int64)
         new[: len(old)] = old
@@ -346,7 +528,7 @@ class Corpus:
             arr = np.asarray(added, dtype=np.int64)
             new[arr[:, 0]] = arr[:, 1]
         with self._snap_lock:
-            self._snap = _Snapshot(generation, new)
+            self._snap = _Snapshot(generation, new, signs)
 
     def delete(self, doc_ids: Sequence[str]) -> int:
         """Delete documents (their slots become free for the next write). Returns how many."""
@@ -423,17 +605,38 @@ class Corpus:
             self.catalog.vacuum()
             with self._snap_lock:
                 self._snap = self._load_snapshot()
+            self.write_backup()
 
     # -- reads -------------------------------------------------------------------------
     def dense(
-        self, query: F32, n: int, where: Mapping[str, Any] | None = None
+        self,
+        query: F32,
+        n: int,
+        where: Mapping[str, Any] | None = None,
+        *,
+        scan: DenseScan = "exact",
     ) -> list[tuple[int, float]]:
-        """Exact cosine top-``n``: ``(chunk_pk, score)`` best first, ties by chunk_pk."""
+        """Cosine top-``n``: ``(chunk_pk, score)`` best first, ties by chunk_pk.
+
+        ``scan="exact"`` scores every live vector. ``"binary"`` first keeps the slots nearest
+        by sign-bit Hamming distance (search/binary.py) and scores only those exactly: the
+        scores are exact, a true top-``n`` item is rarely missed (recall measured in bench/).
+        ``"auto"`` is binary from ``BINARY_MIN_CHUNKS`` live chunks. Filtered scans are exact.
+        """
         if n <= 0:
             return []
         snap = self._fresh()
         rows = self._vectors.rows()
         high_water = len(snap.slot_to_pk)
+        if not where and scan != "exact":
+            live = snap.slot_to_pk >= 0
+            count = int(np.count_nonzero(live))
+            if scan == "binary" or count >= BINARY_MIN_CHUNKS:
+                if count == 0:
+                    return []
+                slots = prefilter(self._signs(snap, rows), query, live, candidate_count(n))
+                scores = rows[slots] @ query
+                return _top(snap.slot_to_pk[slots], np.asarray(scores, dtype=np.float64), n)
         if where:
             pks, slots = self.catalog.filtered_slots(where, corpus=self.name)
             if len(pks) == 0:
@@ -447,6 +650,17 @@ class Corpus:
             pks = snap.slot_to_pk
             scores = np.where(live, scores, -np.inf)
         return _top(pks, np.asarray(scores, dtype=np.float64), n)
+
+    def _signs(self, snap: _Snapshot, rows: F32) -> Signs:
+        """The snapshot's sign bits, built now if this snapshot has none yet."""
+        high_water = len(snap.slot_to_pk)
+        if snap.signs is not None and len(snap.signs) >= high_water:
+            return snap.signs
+        signs = pack_signs(rows[:high_water])
+        with self._snap_lock:
+            if self._snap is snap:
+                self._snap = dataclasses.replace(snap, signs=signs)
+        return signs
 
     def keyword(
         self, query: str, n: int, where: Mapping[str, Any] | None = None
@@ -498,6 +712,18 @@ def _record(chunk: ChunkSpan, embed_sha256: str) -> ChunkRecord:
     )
 
 
+def _enriched(
+    records: list[ChunkRecord],
+    enrichments: Sequence[tuple[str | None, tuple[tuple[str, str], ...]]],
+) -> list[ChunkRecord]:
+    if not enrichments:
+        return records
+    return [
+        dataclasses.replace(r, enrichment=data, terms=terms)
+        for r, (data, terms) in zip(records, enrichments, strict=True)
+    ]
+
+
 def _top(
     ids: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], n: int
 ) -> list[tuple[int, float]]:
@@ -515,3 +741,20 @@ def _top(
         part = np.flatnonzero(finite)
     order = sorted(part.tolist(), key=lambda i: (-float(scores[i]), int(ids[i])))[:n]
     return [(int(ids[i]), float(scores[i])) for i in order]
+
+
+def _refuse_lost_catalog(name: str, folder: Path) -> None:
+    """SQLite takes an empty file for a new database: a catalog truncated to nothing (or
+    deleted) next to an existing index would silently open as an empty corpus."""
+    catalog = folder / "catalog.sqlite"
+    empty = not catalog.exists() or catalog.stat().st_size == 0
+    if empty and ((folder / "lexical.state").exists() or (folder / BACKUP_NAME).exists()):
+        raise IndexCorruptError(
+            f"catalog of corpus {name!r} is missing or empty, but its folder holds an index; "
+            "the catalog is the source of truth: re-index the corpus with "
+            "'guaipeca index --force' (source files are read again)"
+        )
+
+
+def _nonzero(vector: F32 | None) -> bool:
+    return vector is not None and bool(np.any(vector))

@@ -17,10 +17,11 @@ auth, session owner (binds MCP sessions to the identity), rate limit, body size 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import FrameType
@@ -43,6 +44,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__
 from ..errors import GuaipecaError, NotFoundError
+from ..search.backend import BackendUnavailableError
 from .security import (
     AllowedHostsMiddleware,
     Authenticator,
@@ -59,6 +61,7 @@ from .security import (
     safe_relative_path,
 )
 from .tools import Service, build_server
+from .webui import WEB_PAGE_PATHS, web_routes
 
 __all__ = ["allowed_hosts", "build_app", "make_server", "serve_http"]
 
@@ -81,12 +84,28 @@ def _host_name(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
+def _extra_host(entry: str) -> list[str]:
+    """Patterns for one ``server.allowed_hosts`` entry: ``name:port`` and ``name:*`` as
+    they are; a bare name (or ``[v6]``) at any port, and without one (ports 80/443)."""
+    entry = entry.strip().lower()
+    if entry == "*":
+        return ["*"]
+    if entry.startswith("["):
+        bare = entry.endswith("]")
+    else:
+        bare = entry.count(":") != 1  # none, or a bare IPv6 address
+        if entry.count(":") > 1:
+            entry = f"[{entry}]"
+    return [f"{entry}:*", entry] if bare else [entry]
+
+
 def allowed_hosts(host: str, port: int, extra: Sequence[str] = ()) -> list[str]:
     """``Host`` header values accepted: the loopback names and ``host``, at ``port``.
 
     Port 0 (an ephemeral port, tests) accepts any port. A wildcard bind (``0.0.0.0``)
     adds nothing: clients reaching it by another name must be listed in ``extra``
-    (``name:port`` or ``name:*``).
+    (``server.allowed_hosts``: ``name`` for any port, ``name:port``, or ``*`` for any
+    host, which turns the check off).
     """
     suffix = "*" if port == 0 else str(port)
     names = list(_LOOPBACK)
@@ -95,7 +114,8 @@ def allowed_hosts(host: str, port: int, extra: Sequence[str] = ()) -> list[str]:
     hosts = [f"{name}:{suffix}" for name in names]
     if port == 80:  # browsers leave the default port out of Host
         hosts.extend(names)
-    hosts.extend(extra)
+    for entry in extra:
+        hosts.extend(h for h in _extra_host(entry) if h not in hosts)
     return hosts
 
 
@@ -108,7 +128,8 @@ def _transport_security(
     origins = [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
     origins.extend(o for o in cors_origins if o != "*")
     return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
+        # server.allowed_hosts: ["*"] (behind a trusted reverse proxy) turns the check off.
+        enable_dns_rebinding_protection="*" not in hosts,
         allowed_hosts=list(hosts),
         allowed_origins=origins,
     )
@@ -176,15 +197,24 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 def _routes(service: Service, server: MCPServer, mcp_app: ASGIApp) -> list[BaseRoute]:
     async def health(request: Request) -> Response:
         index = service.index
+        backend = service.loaded.settings.storage.backend
         try:
+            down = await anyio.to_thread.run_sync(lambda: index.backend_error)
+            if down is not None:
+                raise BackendUnavailableError(down)
             stats = await anyio.to_thread.run_sync(index.stats)
+        except BackendUnavailableError:
+            # No details without auth: the message names the server's address.
+            down_body = {"status": "error", "version": __version__, "backend": backend}
+            return JSONResponse({**down_body, "backend_status": "down"}, status_code=503)
         except Exception:
             log.exception("health check failed")
             return JSONResponse({"status": "error", "version": __version__}, status_code=503)
         body: dict[str, Any] = {
             "status": "ok",
             "version": __version__,
-            "backend": service.loaded.settings.storage.backend,
+            "backend": backend,
+            "backend_status": "up",
             "documents": stats.documents,
             "chunks": stats.chunks,
             "corpora": [
@@ -276,6 +306,20 @@ def _sse_routes(sse_app: Starlette) -> list[BaseRoute]:
 
 
 # -- the app -----------------------------------------------------------------------------
+def _warn_on_limits(service: Service) -> None:
+    """Log when an upload of the largest allowed size, base64-encoded in a JSON-RPC
+    request, could not fit in ``server.max_body_bytes`` (the web page sends raw bytes)."""
+    s = service.settings
+    needed = -(-s.upload.max_file_size // 3) * 4 + 64 * 1024
+    if s.upload.allow and s.server.max_body_bytes < needed:
+        log.warning(
+            "server.max_body_bytes (%d) is below what an MCP upload of upload.max_file_size "
+            "needs as base64 (%d): large uploads through the upload tool will get 413",
+            s.server.max_body_bytes,
+            needed,
+        )
+
+
 def build_app(
     service: Service,
     *,
@@ -299,7 +343,8 @@ def build_app(
         mcp_server = build_server(service)
     host = settings.host if host is None else host
     port = settings.port if port is None else port
-    hosts = allowed_hosts(host, port, extra_allowed_hosts)
+    hosts = allowed_hosts(host, port, [*settings.allowed_hosts, *extra_allowed_hosts])
+    _warn_on_limits(service)
     security = _transport_security(hosts, settings.cors_origins)
     authenticator = Authenticator.from_settings(settings)
 
@@ -326,11 +371,16 @@ def build_app(
 
     routes = _routes(service, mcp_server, StreamableHTTPASGIApp(session_manager))
     routes.extend(_sse_routes(sse_app))
+    routes.extend(web_routes(service, mcp_server))
     middleware = [
         Middleware(SanitizedErrorsMiddleware),
         Middleware(AllowedHostsMiddleware, allowed_hosts=hosts, exempt_paths=PUBLIC_PATHS),
         cors_middleware(settings.cors_origins, auth_enabled=authenticator.enabled),
-        Middleware(AuthMiddleware, authenticator=authenticator, public_paths=PUBLIC_PATHS),
+        Middleware(
+            AuthMiddleware,
+            authenticator=authenticator,
+            public_paths=(*PUBLIC_PATHS, *WEB_PAGE_PATHS),
+        ),
         Middleware(_SessionOwnerMiddleware),
         Middleware(
             RateLimitMiddleware,
@@ -397,6 +447,7 @@ class _DrainingServer(uvicorn.Server):
         self.in_flight = in_flight
         self.drain_seconds = drain_seconds
         self._drain: tuple[int, float] | None = None  # the signal, the deadline
+        self.stopped_by: list[int] = []  # the signals that stopped it
         self._listening = True
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -404,6 +455,17 @@ class _DrainingServer(uvicorn.Server):
             self._drain = (sig, time.monotonic() + self.drain_seconds)
             return
         super().handle_exit(sig, frame)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # uvicorn re-raises the signal once it has shut down, which kills the process
+        # before the caller can close the index; a graceful stop returns instead.
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                self.stopped_by = list(self._captured_signals)
+                self._captured_signals.clear()
 
     async def on_tick(self, counter: int) -> bool:
         if self._drain is not None and not self.should_exit:
@@ -453,5 +515,9 @@ def make_server(
 
 async def serve_http(service: Service, host: str, port: int) -> None:
     """Serve :func:`build_app` on ``host:port`` until SIGTERM/SIGINT (graceful: requests
-    in flight finish). Logs go to stderr."""
-    await make_server(service, host, port).serve()
+    in flight finish), then return, so that the caller closes the index. Logs go to
+    stderr."""
+    server = make_server(service, host, port)
+    shown = f"{_host_name('127.0.0.1' if host in _WILDCARD_BINDS else host)}:{port}"
+    log.info("MCP at http://%s/mcp, web page at http://%s/", shown, shown)
+    await server.serve()

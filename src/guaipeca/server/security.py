@@ -233,6 +233,8 @@ def _host_allowed(host: str, allowed: Iterable[str]) -> bool:
     host = host.lower()
     for pattern in allowed:
         pattern = pattern.lower()
+        if pattern == "*":  # server.allowed_hosts: ["*"], the check turned off
+            return True
         if host == pattern or (pattern.endswith(":*") and host.startswith(pattern[:-1])):
             return True
     return False

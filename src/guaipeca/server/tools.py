@@ -48,7 +48,8 @@ from ..convert import convert_bytes
 from ..errors import ConversionError, GuaipecaError, InvalidArgumentError, NotFoundError
 from ..index import MAX_QUERY_CHARS, Index
 from ..ingest import ConversionCache, SyncReport, sync_folder
-from ..types import Chunk, Hit
+from ..search.backend import BackendUnavailableError
+from ..types import Chunk, Hit, IndexStats
 from .security import search_gate
 
 __all__ = ["Service", "build_server"]
@@ -232,6 +233,10 @@ class StatusOut(BaseModel):
     corpora: list[CorpusStatus]
     broken: list[BrokenCorpus] = Field(description="corpora that cannot be used, and why")
     indexing: IndexingState | None = Field(description="the indexing run in progress, if any")
+    backend: str = Field("embedded", description="storage backend: embedded or qdrant")
+    backend_error: str | None = Field(
+        None, description="why the storage backend (a Qdrant server) cannot be reached; null: up"
+    )
 
 
 class FolderOut(BaseModel):
@@ -605,7 +610,15 @@ class Service:
         )
 
     def status(self) -> StatusOut:
-        stats = self.index.stats()
+        # A Qdrant server that is down is reported, not raised: status must keep answering.
+        down = self.index.backend_error
+        try:
+            stats = self.index.stats() if down is None else None
+        except BackendUnavailableError as exc:
+            down, stats = str(exc), None
+        if stats is None:
+            emb = self.index.embedder
+            stats = IndexStats(None, emb.name, emb.dimension, ())
         by_name = {c.name: c for c in stats.corpora}
         allowed = set(self.settings.upload.allow)
         names = list(self._corpora) + [n for n in by_name if n not in self._corpora]
@@ -641,6 +654,8 @@ class Service:
             indexing=IndexingState(corpus=running[0], seconds=round(running[1], 3))
             if running
             else None,
+            backend=self.settings.storage.backend,
+            backend_error=self.sanitise(down) if down else None,
         )
 
     def folders(self) -> FoldersOut:
@@ -926,6 +941,10 @@ an exact span of its document (chunk_id, doc_id, character offsets, page span, h
 path). Then read more with `get_chunk` (several chunk ids at once), `get_toc` (a document's
 headings, whose section ids feed search's section_filter) and `get_document`. `list_folders`
 and `status` tell which corpora exist and what they hold; `list_documents` lists documents.
+To dig deeper: `keyword_search` (exact names, codes) and `semantic_search` (meaning);
+`filtered_search` narrows by the entities, keywords, dates and content types extracted from
+each chunk; `read_neighbors` reads the text around hits; `find_related` follows a hit's
+entities and key terms into other documents (call it again on its results for more hops).
 `index` re-reads the folders; `upload` and `delete` change corpora that allow it."""
 
 _WHERE = (
@@ -1337,4 +1356,9 @@ def build_server(service: Service) -> MCPServer[Any]:
         Only in corpora that accept uploads."""
         return await _thread(functools.partial(service.delete, corpus, doc_id))
 
+    # Agentic retrieval tools (keyword/semantic/filtered search, read_chunk, read_neighbors,
+    # find_related) live in their own module; imported here to avoid an import cycle.
+    from .agent_tools import register_agent_tools
+
+    register_agent_tools(server, service, gate)
     return server

@@ -7,6 +7,7 @@ counter. The vector file and the lexical index are derived from it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -39,6 +40,9 @@ class ChunkRecord:
     page_start: int | None
     page_end: int | None
     embed_sha256: str
+    # Enrichment JSON (SPEC §8) and its (kind, term) pairs for find_related.
+    enrichment: str | None = None
+    terms: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +81,11 @@ _CHUNK_SELECT = """
 
 
 def _chunk_row(r: Sequence[Any]) -> ChunkRow:
+    if len(r[10]) != r[4] - r[3]:  # the document's text no longer covers the chunk's span
+        raise IndexCorruptError(
+            f"catalog is damaged: chunk {r[0]} of document {r[1]!r:.80} lies outside its "
+            "text; re-index the corpus with 'guaipeca index --force'"
+        )
     return ChunkRow(
         chunk_pk=r[0],
         doc_id=r[1],
@@ -115,10 +124,7 @@ class Catalog:
                 self._db.execute("PRAGMA synchronous = FULL")
             migrate(self._db)
         except sqlite3.DatabaseError as exc:
-            raise IndexCorruptError(
-                f"catalog {path} cannot be read ({exc}); restore it from a backup "
-                "or delete the corpus folder and re-index"
-            ) from None
+            raise _damaged(path, exc) from None
 
     # -- connections -------------------------------------------------------------------
     @contextmanager
@@ -129,11 +135,14 @@ class Catalog:
                 yield self._db
             return
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = _connect(str(self.path))
-            db.execute("PRAGMA query_only = ON")
-            self._local.db = db
-        yield db
+        try:
+            if db is None:
+                db = _connect(str(self.path))
+                db.execute("PRAGMA query_only = ON")
+                self._local.db = db
+            yield db
+        except sqlite3.DatabaseError as exc:
+            raise _damaged(self.path, exc) from None
 
     def close(self) -> None:
         with self._lock:
@@ -167,12 +176,19 @@ class Catalog:
         indexes stay in step without any work.
         """
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.DatabaseError as exc:
+                raise _damaged(self.path, exc) from None
             try:
                 txn = WriteTxn(self._db, bump=derived)
                 yield txn
                 txn.finish()
                 self._db.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                raise _damaged(self.path, exc) from None
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
@@ -317,6 +333,73 @@ class Catalog:
             yield [(int(r[0]), str(r[1])) for r in rows]
             last = int(rows[-1][0])
 
+    # -- enrichment (SPEC §8) ------------------------------------------------------------
+    def enrichments(self, chunk_pks: Sequence[int]) -> dict[int, str | None]:
+        """``chunk_pk -> enrichment JSON`` (None when the chunk was stored without it)."""
+        out: dict[int, str | None] = {}
+        with self._reading() as db:
+            for i in range(0, len(chunk_pks), 500):
+                part = list(chunk_pks[i : i + 500])
+                marks = ",".join("?" * len(part))
+                for pk, data in db.execute(
+                    f"SELECT chunk_pk, enrichment FROM chunks WHERE chunk_pk IN ({marks})", part
+                ):
+                    out[int(pk)] = data
+        return out
+
+    def term_frequencies(self, terms: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """How many chunks carry each ``(kind, term)``."""
+        out: dict[tuple[str, str], int] = {}
+        with self._reading() as db:
+            for kind, term in terms:
+                row = db.execute(
+                    "SELECT count(*) FROM chunk_terms WHERE term = ? AND kind = ?", (term, kind)
+                ).fetchone()
+                out[(kind, term)] = int(row[0])
+        return out
+
+    def chunks_with_terms(
+        self, terms: Sequence[tuple[str, str]], *, limit: int
+    ) -> list[tuple[int, str, str]]:
+        """``(chunk_pk, kind, term)`` for chunks carrying any of ``terms`` (at most ``limit``
+        rows per term, so one very common term cannot flood the result)."""
+        out: list[tuple[int, str, str]] = []
+        with self._reading() as db:
+            for kind, term in terms:
+                out.extend(
+                    (int(pk), kind, term)
+                    for (pk,) in db.execute(
+                        "SELECT chunk_pk FROM chunk_terms WHERE term = ? AND kind = ? "
+                        "ORDER BY chunk_pk LIMIT ?",
+                        (term, kind, limit),
+                    )
+                )
+        return out
+
+    def cache_get(self, keys: Sequence[str]) -> dict[str, str]:
+        """Cached LLM answers by key."""
+        out: dict[str, str] = {}
+        with self._reading() as db:
+            for i in range(0, len(keys), 500):
+                part = list(keys[i : i + 500])
+                marks = ",".join("?" * len(part))
+                for k, v in db.execute(
+                    f"SELECT key, value FROM llm_cache WHERE key IN ({marks})", part
+                ):
+                    out[str(k)] = str(v)
+        return out
+
+    def cache_put(self, items: Mapping[str, str]) -> None:
+        """Store LLM answers (a write that changes nothing derived: no new generation)."""
+        if not items:
+            return
+        now = time.time()
+        with self.write(derived=False) as txn:
+            txn.execute_many(
+                "INSERT OR REPLACE INTO llm_cache(key, value, created) VALUES (?,?,?)",
+                [(k, v, now) for k, v in items.items()],
+            )
+
     def counts(self) -> tuple[int, int, int]:
         """``(documents, chunks, free slots)``."""
         with self._reading() as db:
@@ -332,6 +415,33 @@ class Catalog:
                 (int(a), int(b))
                 for a, b in db.execute("SELECT chunk_pk, slot FROM chunks ORDER BY chunk_pk")
             ]
+
+    def read_sql(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read-only query (for the integrity check)."""
+        with self._reading() as db:
+            return [tuple(r) for r in db.execute(sql, list(params))]
+
+    def live_hashes(self) -> list[tuple[int, str]]:
+        """``(slot, embedding-input hash)`` of every chunk, by slot (for the vector backup)."""
+        return [
+            (int(a), str(b))
+            for a, b in self.read_sql("SELECT slot, embed_sha256 FROM chunks ORDER BY slot")
+        ]
+
+    def hash_positions(self, hashes: Iterable[str]) -> dict[str, list[tuple[str, int]]]:
+        """``hash -> [(doc_id, position)]`` of the chunks that embedded these inputs."""
+        wanted = sorted(set(hashes))
+        out: dict[str, list[tuple[str, int]]] = {}
+        for i in range(0, len(wanted), 500):
+            part = wanted[i : i + 500]
+            marks = ",".join("?" * len(part))
+            for h, doc_id, pos in self.read_sql(
+                "SELECT c.embed_sha256, d.doc_id, c.position FROM chunks c "
+                f"JOIN documents d ON d.doc_pk = c.doc_pk WHERE c.embed_sha256 IN ({marks})",
+                part,
+            ):
+                out.setdefault(str(h), []).append((str(doc_id), int(pos)))
+        return out
 
     def size_bytes(self) -> int:
         if self.path is None:
@@ -350,6 +460,21 @@ class Catalog:
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
+def _damaged(path: Path | None, exc: sqlite3.DatabaseError) -> Exception:
+    """A damaged database file is a clear error; a busy or locked one stays what it is."""
+    text = str(exc).lower()
+    if isinstance(exc, sqlite3.OperationalError) and not any(
+        word in text
+        for word in ("malformed", "not a database", "disk i/o", "corrupt", "could not decode")
+    ):
+        return exc
+    return IndexCorruptError(
+        f"catalog {path.name if path else '(memory)'} is damaged ({exc}); the catalog is the "
+        "index's source of truth: re-index the corpus with 'guaipeca index --force' "
+        "(source files are read again)"
+    )
+
+
 class WriteTxn:
     """Operations inside one catalog write transaction."""
 
@@ -364,6 +489,9 @@ class WriteTxn:
 
     def set_meta(self, key: str, value: str) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self._db.executemany(sql, rows)
 
     def find_document(self, doc_id: str) -> tuple[int, str] | None:
         """``(doc_pk, text_sha256)`` of a stored document."""
@@ -458,7 +586,8 @@ class WriteTxn:
         for rec, slot in zip(chunks, slots, strict=True):
             cur = self._db.execute(
                 'INSERT INTO chunks(doc_pk, position, start, "end", heading_path, section_id, '
-                "page_start, page_end, slot, embed_sha256) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                "page_start, page_end, slot, embed_sha256, enrichment) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     doc_pk,
                     rec.position,
@@ -470,9 +599,15 @@ class WriteTxn:
                     rec.page_end,
                     slot,
                     rec.embed_sha256,
+                    rec.enrichment,
                 ),
             )
             pk = int(cur.lastrowid or 0)
+            if rec.terms:
+                self._db.executemany(
+                    "INSERT OR IGNORE INTO chunk_terms(term, kind, chunk_pk) VALUES (?,?,?)",
+                    [(term, kind, pk) for kind, term in rec.terms],
+                )
             pks.append(pk)
             self.added.append((slot, pk))
         return pks

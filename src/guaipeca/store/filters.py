@@ -64,6 +64,7 @@ from guaipeca.errors import InvalidFilterError
 __all__ = [
     "BUILTIN_FIELDS",
     "CORPUS_FIELD",
+    "ENRICHMENT_FIELDS",
     "MAX_CONDITIONS",
     "MAX_DEPTH",
     "MAX_IN_VALUES",
@@ -87,6 +88,20 @@ BUILTIN_FIELDS: Final[Mapping[str, str]] = MappingProxyType(
         # The heading path as stored: JSON text such as '["Guide", "Install"]'.
         "heading_path": "c.heading_path",
         "position": "c.position",
+    }
+)
+#: Chunk enrichment lists (SPEC §8): JSON arrays of strings in ``c.enrichment``. A condition
+#: on one of them matches when one element satisfies all its operators (``$eq``/``$in``: an
+#: element equal to; ``$contains``: an element containing the substring; order operators
+#: compare the element); ``$ne``/``$nin`` mean "no element equals"; ``$exists`` (and
+#: ``{field: None}``, negated) test for at least one element.
+ENRICHMENT_FIELDS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "keywords": "$.keywords",
+        "entities": "$.entities",
+        "entity_keys": "$.entity_keys",
+        "dates": "$.dates",
+        "content_types": "$.content_types",
     }
 )
 #: The corpus is one per index, so it is compared in Python and compiled to a constant.
@@ -343,6 +358,8 @@ class _Compiler:
 
     def field(self, name: str, condition: object) -> _Sql:
         _check_field_name(name)
+        if name in ENRICHMENT_FIELDS:
+            return self.element_field(name, condition)
         if isinstance(condition, list | tuple):
             raise InvalidFilterError(
                 f"filter field {_show(name)}: a list is not a valid value; use $in for "
@@ -372,6 +389,58 @@ class _Compiler:
             parts.append(self.operator(name, op, operand))
         return _and(*parts)
 
+    def element_field(self, name: str, condition: object) -> _Sql:
+        """A condition on an enrichment list: the positive operators must hold for one element."""
+        if not isinstance(condition, Mapping):
+            if isinstance(condition, list | tuple):
+                raise InvalidFilterError(
+                    f"filter field {_show(name)}: a list is not a valid value; use $in"
+                )
+            condition = {"$eq": condition}
+        if not condition or not all(isinstance(k, str) and k in OPERATORS for k in condition):
+            bad = next((k for k in condition if k not in OPERATORS), None)
+            raise InvalidFilterError(
+                f"filter field {_show(name)}: unknown operator {_show(bad)}; valid "
+                f"operators: {', '.join(OPERATORS)}"
+                if bad is not None
+                else f"filter field {_show(name)}: empty condition"
+            )
+        path = ENRICHMENT_FIELDS[name]
+        element = _Field(value=_Sql("ee.value"), kind=_Sql("ee.type"), exists=_TRUE)
+
+        def some(cond: _Sql) -> _Sql:
+            if cond == _FALSE:
+                return _FALSE
+            return _f(
+                "EXISTS (SELECT 1 FROM json_each(c.enrichment, {}) AS ee "
+                "WHERE ee.type = 'text' AND {})",
+                path,
+                cond,
+            )
+
+        positive: list[_Sql] = []
+        parts: list[_Sql] = []
+        for op, operand in condition.items():
+            self.count()
+            checked = _check_operand(name, op, operand)
+            if isinstance(checked, list):
+                self.values += len(checked)
+                if self.values > MAX_TOTAL_VALUES:
+                    raise InvalidFilterError(
+                        f"filter: too many $in/$nin values in all (more than {MAX_TOTAL_VALUES})"
+                    )
+            if op == "$exists" or checked is None:
+                present = checked if op == "$exists" else op == "$ne"
+                parts.append(some(_TRUE) if present else _not(some(_TRUE)))
+            elif op in ("$ne", "$nin"):
+                same = _generic(element, "$eq" if op == "$ne" else "$in", checked)
+                parts.append(_not(some(same)))
+            else:  # $contains: a substring of the element (elements are strings)
+                positive.append(_generic(element, op, checked))
+        if positive:
+            parts.append(some(_and(*positive)))
+        return _and(*parts)
+
     def operator(self, name: str, op: str, operand: object) -> _Sql:
         checked = _check_operand(name, op, operand)
         if isinstance(checked, list):
@@ -390,7 +459,7 @@ class _Compiler:
 
 
 def _check_field_name(name: str) -> None:
-    if name in BUILTIN_FIELDS or name == CORPUS_FIELD:
+    if name in BUILTIN_FIELDS or name in ENRICHMENT_FIELDS or name == CORPUS_FIELD:
         return
     segments = name.split(".")
     if len(segments) > _MAX_SEGMENTS or not all(_SEGMENT.fullmatch(s) for s in segments):

@@ -63,7 +63,25 @@ def m002_source_state() -> str:
         """
 
 
-MIGRATIONS: tuple[Migration, ...] = (m001_initial, m002_source_state)
+def m003_enrichment() -> str:
+    # Per-chunk enrichment (SPEC §8): the JSON the filters read (keywords, entities, dates,
+    # content types, LLM fields), an inverted list of each chunk's entity keys and keywords
+    # for find_related, and the LLM answers keyed by what was sent, so an unchanged chunk is
+    # never sent twice. Rows follow their chunk out (ON DELETE CASCADE).
+    return """
+        ALTER TABLE chunks ADD COLUMN enrichment TEXT;
+        CREATE TABLE chunk_terms (
+            term TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            chunk_pk INTEGER NOT NULL REFERENCES chunks(chunk_pk) ON DELETE CASCADE,
+            PRIMARY KEY (term, kind, chunk_pk)
+        ) WITHOUT ROWID;
+        CREATE INDEX chunk_terms_chunk ON chunk_terms(chunk_pk);
+        CREATE TABLE llm_cache (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL NOT NULL);
+        """
+
+
+MIGRATIONS: tuple[Migration, ...] = (m001_initial, m002_source_state, m003_enrichment)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

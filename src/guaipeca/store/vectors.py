@@ -8,18 +8,28 @@ it); ``compact`` writes a new file and the catalog switches to it in its commit.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 import threading
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from ..errors import IndexCorruptError
 
-__all__ = ["FileVectors", "MemoryVectors", "VectorSlots", "write_vector_file"]
+__all__ = [
+    "FileVectors",
+    "MemoryVectors",
+    "VectorSlots",
+    "backup_rows",
+    "damaged_rows",
+    "read_backup",
+    "write_backup",
+    "write_vector_file",
+]
 
 _MAGIC = b"GUAIPVEC"
 _HEADER = struct.Struct("<8sII48x")  # magic, format version, dimension; padded to 64 bytes
@@ -182,3 +192,112 @@ def _fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# -- damage detection and the backup --------------------------------------------------------
+# Every embedder returns L2-normalised rows, so a stored row whose norm is not 1 (NaN,
+# garbage bytes, a block of zeros left by a crash of the file system) is damage.
+_NORM_TOLERANCE = 1e-4
+
+
+def damaged_rows(
+    rows: F32, slots: npt.NDArray[np.int64], *, batch: int = 8192
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``(bad, zero)``: slots whose row is not a unit vector, and slots whose row is all zeros.
+
+    Zero rows are reported apart: a test embedder may return the zero vector for a text with
+    no words, so only re-embedding can tell such a row from a zeroed block.
+    """
+    bad: list[npt.NDArray[np.int64]] = []
+    zero: list[npt.NDArray[np.int64]] = []
+    inside = slots[slots < len(rows)]
+    bad.append(slots[slots >= len(rows)])
+    for i in range(0, len(inside), batch):
+        part = inside[i : i + batch]
+        with np.errstate(all="ignore"):
+            block = np.asarray(rows[part], dtype=np.float64)
+            norms = np.sqrt(np.einsum("ij,ij->i", block, block))
+        is_zero = norms == 0
+        broken = ~np.isfinite(norms) | (~is_zero & (np.abs(norms - 1.0) > _NORM_TOLERANCE))
+        bad.append(part[broken])
+        zero.append(part[is_zero])
+    empty = np.zeros(0, dtype=np.int64)
+    return (
+        np.concatenate(bad) if bad else empty,
+        np.concatenate(zero) if zero else empty,
+    )
+
+
+_BACKUP_MAGIC = b"GUAIPBAK"
+_BACKUP_HEADER = struct.Struct("<8sIIQ40x")  # magic, version, dimension, rows; 64 bytes
+_DIGEST = 32
+
+
+def write_backup(
+    path: Path, hashes: list[str], rows: F32, slots: npt.NDArray[np.int64], *, batch: int = 8192
+) -> None:
+    """A self-checking copy of the live vectors (``rows[slots]``), keyed by what was embedded
+    (each chunk's embedding-input hash), so it stays usable whatever slots later writes
+    use. Written atomically in batches (bounded memory); a SHA-256 of the whole content at
+    the end detects any damage."""
+    if len(hashes) != len(slots):
+        raise ValueError("one hash per slot")
+    digest = hashlib.sha256()
+    tmp = path.with_name(path.name + ".tmp")
+
+    def put(fh: BinaryIO, data: bytes) -> None:
+        digest.update(data)
+        fh.write(data)
+
+    with tmp.open("wb") as fh:
+        put(fh, _BACKUP_HEADER.pack(_BACKUP_MAGIC, _FORMAT, rows.shape[1], len(slots)))
+        put(fh, b"".join(bytes.fromhex(h) for h in hashes))
+        for i in range(0, len(slots), batch):
+            block = np.ascontiguousarray(rows[slots[i : i + batch]], dtype=np.float32)
+            put(fh, block.tobytes())
+        fh.write(digest.digest())
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def read_backup(path: Path, dim: int) -> dict[str, F32]:
+    """``embedding-input hash -> vector`` from a backup written by :func:`write_backup`.
+
+    Raises:
+        IndexCorruptError: the file is missing, truncated, of another dimension or damaged.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError:
+        raise IndexCorruptError(f"vector backup {path.name} cannot be read") from None
+    if len(data) < _BACKUP_HEADER.size + _DIGEST:
+        raise IndexCorruptError(f"vector backup {path.name} is truncated")
+    magic, version, stored_dim, count = _BACKUP_HEADER.unpack_from(data)
+    if magic != _BACKUP_MAGIC or version != _FORMAT or stored_dim != dim:
+        raise IndexCorruptError(f"vector backup {path.name} has an unknown header")
+    body_end = _BACKUP_HEADER.size + count * (_DIGEST + 4 * dim)
+    if len(data) != body_end + _DIGEST:
+        raise IndexCorruptError(f"vector backup {path.name} has the wrong size (truncated?)")
+    if hashlib.sha256(data[:body_end]).digest() != data[body_end:]:
+        raise IndexCorruptError(f"vector backup {path.name} fails its checksum")
+    start = _BACKUP_HEADER.size
+    digests = data[start : start + count * _DIGEST]
+    rows = np.frombuffer(
+        data, dtype=np.float32, count=count * dim, offset=start + count * _DIGEST
+    ).reshape(count, dim)
+    return {digests[i * _DIGEST : (i + 1) * _DIGEST].hex(): rows[i] for i in range(count)}
+
+
+def backup_rows(path: Path) -> int | None:
+    """How many vectors a backup holds (from its header), or None if it cannot be read."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(_BACKUP_HEADER.size)
+    except OSError:
+        return None
+    if len(head) < _BACKUP_HEADER.size:
+        return None
+    magic, _, _, count = _BACKUP_HEADER.unpack(head)
+    return int(count) if magic == _BACKUP_MAGIC else None

@@ -1,0 +1,383 @@
+// Guaipeca's built-in page: plain JavaScript, no framework, nothing loaded from elsewhere.
+// Every call goes to this server's small JSON API (POST /api/tools/{tool} runs one MCP tool,
+// PUT /api/upload sends a file's raw bytes) with the same Bearer token as /mcp.
+// Text from the server is only ever inserted with textContent, never as HTML.
+"use strict";
+
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const TOKEN_KEY = "guaipeca.token";
+  const state = { folders: null, doc: null, docsOffset: 0 };
+
+  // -- talking to the server ---------------------------------------------------------------
+  class ApiError extends Error {
+    constructor(status, message) {
+      super(message);
+      this.status = status;
+    }
+  }
+
+  function headers(extra) {
+    const h = Object.assign({}, extra || {});
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (token) h.Authorization = "Bearer " + token;
+    return h;
+  }
+
+  async function send(method, url, body, contentType) {
+    const response = await fetch(url, {
+      method,
+      headers: headers(contentType ? { "Content-Type": contentType } : {}),
+      body,
+    });
+    if (response.status === 401) {
+      showAuth();
+      throw new ApiError(401, "this server needs a token");
+    }
+    const isJson = (response.headers.get("content-type") || "").includes("application/json");
+    if (!response.ok) {
+      const data = isJson ? await response.json() : {};
+      throw new ApiError(response.status, data.error || "HTTP " + response.status);
+    }
+    return isJson ? response.json() : response.blob();
+  }
+
+  const tool = (name, args) =>
+    send("POST", "/api/tools/" + encodeURIComponent(name), JSON.stringify(args || {}), "application/json");
+
+  // -- small helpers ---------------------------------------------------------------------
+  function el(tag, props, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(props || {})) {
+      if (key === "class") node.className = value;
+      else if (key === "text") node.textContent = value;
+      else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+      else node.setAttribute(key, value);
+    }
+    for (const child of children) if (child != null) node.append(child);
+    return node;
+  }
+
+  function message(text, ok) {
+    const box = $("message");
+    box.textContent = text || "";
+    box.classList.toggle("ok", Boolean(ok));
+    box.hidden = !text;
+  }
+
+  function fail(error) {
+    if (error instanceof ApiError && error.status === 401) return;
+    message(error.message || String(error));
+  }
+
+  // A snippet marks query terms **like this**: marked parts become <mark> elements.
+  function snippetNodes(snippet) {
+    const parts = snippet.split("**");
+    const out = [];
+    parts.forEach((part, i) => {
+      if (!part) return;
+      out.push(i % 2 === 1 && i < parts.length - 1 ? el("mark", { text: part }) : document.createTextNode(part));
+    });
+    return out;
+  }
+
+  function pages(item) {
+    if (item.page_start == null) return null;
+    return item.page_end != null && item.page_end !== item.page_start
+      ? "pages " + item.page_start + "–" + item.page_end
+      : "page " + item.page_start;
+  }
+
+  const number = (n) => Number(n).toLocaleString("en");
+
+  // -- auth ------------------------------------------------------------------------------
+  function showAuth() {
+    $("auth").hidden = false;
+    $("token").focus();
+  }
+
+  $("auth-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, $("token").value.trim());
+    $("token").value = "";
+    $("auth").hidden = true;
+    $("signout").hidden = false;
+    message("");
+    loadFolders();
+  });
+
+  $("signout").addEventListener("click", () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    $("signout").hidden = true;
+    showAuth();
+  });
+
+  // -- tabs ------------------------------------------------------------------------------
+  function showView(name) {
+    for (const view of document.querySelectorAll(".view")) view.hidden = view.id !== "view-" + name;
+    const tab = name === "document" ? "search" : name;
+    for (const button of document.querySelectorAll(".tabs button")) {
+      button.setAttribute("aria-selected", String(button.dataset.tab === tab));
+    }
+  }
+
+  for (const button of document.querySelectorAll(".tabs button")) {
+    button.addEventListener("click", () => {
+      message("");
+      const name = button.dataset.tab;
+      if (name === "search" && state.doc && !$("view-document").hidden) {
+        showView("search");
+        return;
+      }
+      showView(name);
+      if (name === "status") loadStatus().catch(fail);
+      if (name === "documents") loadDocuments(true).catch(fail);
+    });
+  }
+
+  // -- corpora (selectors, upload targets) -------------------------------------------------
+  async function loadFolders() {
+    const folders = await tool("list_folders");
+    state.folders = folders;
+    const names = folders.folders.map((f) => f.name);
+    for (const id of ["corpus", "doc-corpus"]) {
+      const select = $(id);
+      select.replaceChildren(el("option", { value: "", text: "all" }));
+      for (const name of names) select.append(el("option", { value: name, text: name }));
+    }
+    const uploads = folders.upload.corpora;
+    $("upload-corpus").replaceChildren(...uploads.map((n) => el("option", { value: n, text: n })));
+    $("upload-off").hidden = uploads.length > 0;
+    for (const id of ["upload-corpus", "upload-file", "upload-subfolder", "upload-overwrite", "upload-button"]) {
+      $(id).disabled = uploads.length === 0;
+    }
+    $("upload-limits").textContent = uploads.length
+      ? "Up to " + number(folders.upload.max_file_size) + " bytes; types: " +
+        folders.upload.allowed_extensions.join(" ") +
+        (folders.upload.auto_index ? ". Indexed right away." : ". Indexed on the next run.")
+      : "";
+  }
+
+  // -- search ----------------------------------------------------------------------------
+  $("search-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    search().catch(fail);
+  });
+
+  async function search() {
+    message("");
+    const args = { query: $("q").value.trim(), mode: $("mode").value, top_k: Number($("top_k").value) || 10 };
+    if (!args.query) return;
+    if ($("corpus").value) args.corpora = [$("corpus").value];
+    if ($("section").value.trim()) args.section_filter = $("section").value.trim();
+    let where = {};
+    const raw = $("where").value.trim();
+    if (raw) {
+      try {
+        where = JSON.parse(raw);
+      } catch (error) {
+        throw new Error("the metadata filter is not valid JSON: " + error.message);
+      }
+    }
+    if ($("extension").value) where = Object.keys(where).length ? { $and: [where, { extension: $("extension").value }] } : { extension: $("extension").value };
+    if (Object.keys(where).length) args.where = where;
+    $("search-button").disabled = true;
+    try {
+      const out = await tool("search", args);
+      renderResults(out);
+    } finally {
+      $("search-button").disabled = false;
+    }
+  }
+
+  function renderResults(out) {
+    const list = $("results");
+    list.replaceChildren();
+    $("result-count").hidden = false;
+    $("result-count").textContent = out.count + (out.count === 1 ? " result" : " results") + " (" + out.mode + ")";
+    out.hits.forEach((hit, i) => {
+      const heading = hit.heading_path.length ? hit.heading_path.join(" › ") : hit.doc_id;
+      const source = el("div", { class: "source" },
+        el("span", { class: "where", text: hit.corpus + " / " + (hit.source_path || hit.doc_id) }),
+        pages(hit) ? el("span", { class: "page", text: pages(hit) }) : null,
+        el("span", { text: "chars " + hit.start + "–" + hit.end }),
+        el("span", { text: "score " + hit.score.toFixed(4) }));
+      list.append(el("li", { class: "hit" },
+        el("div", { class: "path" }, el("span", { class: "rank", text: i + 1 + "." }), heading),
+        source,
+        el("p", { class: "snippet" }, ...snippetNodes(hit.snippet)),
+        el("button", { type: "button", class: "open", onclick: () => openDocument(hit.doc_id, hit.corpus, hit).catch(fail), text: "Open document" })));
+    });
+  }
+
+  // -- document view ---------------------------------------------------------------------
+  async function openDocument(docId, corpus, span) {
+    message("");
+    const need = span ? span.end + 2000 : 0;
+    const [doc, toc] = await Promise.all([
+      tool("get_document", { doc_id: docId, corpus, max_chars: Math.min(1000000, Math.max(200000, need)) }),
+      tool("get_toc", { doc_id: docId, corpus }),
+    ]);
+    state.doc = { doc, text: doc.text, span: span ? { start: span.start, end: span.end } : null };
+    $("doc-title").textContent = doc.source_path || doc.doc_id;
+    $("doc-meta").textContent = [doc.corpus, number(doc.chars) + " characters", doc.chunk_count + " chunks"].join(" · ");
+    $("download").hidden = !doc.source_path;
+    renderToc(toc);
+    renderText();
+    showView("document");
+    window.scrollTo(0, 0);
+    scrollToCurrent();
+  }
+
+  function renderToc(toc) {
+    const build = (nodes) => el("ul", {}, ...nodes.map((node) => el("li", {},
+      el("button", { type: "button", text: node.title, onclick: () => jumpTo(node).catch(fail) }),
+      node.children.length ? build(node.children) : null)));
+    const root = $("toc");
+    root.replaceChildren();
+    if (!toc.structured || !toc.headings.length) {
+      root.append(el("li", { class: "hint", text: "No headings in this document." }));
+      return;
+    }
+    root.append(...build(toc.headings).childNodes);
+  }
+
+  function renderText() {
+    const { text, span } = state.doc;
+    const article = $("doc-text");
+    article.replaceChildren();
+    if (span && span.start < text.length) {
+      const end = Math.min(span.end, text.length);
+      article.append(text.slice(0, span.start), el("span", { class: "current", text: text.slice(span.start, end) }), text.slice(end));
+    } else {
+      article.append(text);
+    }
+    const { doc } = state;
+    $("doc-more").hidden = !(doc.doc.truncated && state.text.length < doc.doc.chars);
+  }
+
+  // The text scrolls inside its own panel (wide screens) or with the page (narrow ones).
+  function scrollToCurrent() {
+    const box = $("doc-text");
+    const current = box.querySelector(".current");
+    if (!current) box.scrollTop = 0;
+    else if (box.scrollHeight > box.clientHeight) box.scrollTop = Math.max(0, current.offsetTop - box.clientHeight / 4);
+    else current.scrollIntoView({ block: "center" });
+  }
+
+  async function jumpTo(node) {
+    if (!node.chunk_id) return;
+    const { chunks } = await tool("get_chunk", { chunk_ids: node.chunk_id });
+    const chunk = chunks[0];
+    state.doc.span = { start: chunk.start, end: chunk.end };
+    if (chunk.end > state.text.length) await loadMore(chunk.end + 2000);
+    renderText();
+    scrollToCurrent();
+  }
+
+  async function loadMore(until) {
+    const { doc } = state.doc;
+    const part = await tool("get_document", {
+      doc_id: doc.doc_id, corpus: doc.corpus, offset: state.doc.text.length,
+      max_chars: Math.min(1000000, Math.max(200000, (until || 0) - state.doc.text.length)),
+    });
+    state.doc.text += part.text;
+    state.doc.doc = Object.assign({}, doc, { truncated: part.truncated });
+  }
+  Object.defineProperty(state, "text", { get: () => (state.doc ? state.doc.text : "") });
+
+  $("doc-more").addEventListener("click", () => loadMore().then(renderText).catch(fail));
+  $("back").addEventListener("click", () => showView("search"));
+  $("download").addEventListener("click", async () => {
+    try {
+      const { doc } = state.doc;
+      const path = doc.source_path.split("/").map(encodeURIComponent).join("/");
+      const blob = await send("GET", "/download/" + encodeURIComponent(doc.corpus) + "/" + path);
+      const link = el("a", { href: URL.createObjectURL(blob), download: doc.source_path.split("/").pop() });
+      document.body.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(link.href), 10000);
+    } catch (error) {
+      fail(error);
+    }
+  });
+
+  // -- document list ---------------------------------------------------------------------
+  $("doc-corpus").addEventListener("change", () => loadDocuments(true).catch(fail));
+  $("docs-more").addEventListener("click", () => loadDocuments(false).catch(fail));
+
+  async function loadDocuments(fresh) {
+    if (fresh) {
+      state.docsOffset = 0;
+      $("doc-list").replaceChildren();
+    }
+    const args = { limit: 50, offset: state.docsOffset };
+    if ($("doc-corpus").value) args.corpus = $("doc-corpus").value;
+    const out = await tool("list_documents", args);
+    for (const d of out.documents) {
+      $("doc-list").append(el("tr", {},
+        el("td", {}, el("button", { type: "button", text: d.source_path || d.doc_id, onclick: () => openDocument(d.doc_id, d.corpus).catch(fail) })),
+        el("td", { text: d.corpus }),
+        el("td", { text: number(d.chunk_count) }),
+        el("td", { text: number(d.chars) })));
+    }
+    state.docsOffset = out.next_offset || 0;
+    $("docs-more").hidden = out.next_offset == null;
+  }
+
+  // -- upload ----------------------------------------------------------------------------
+  $("upload-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    message("");
+    const file = $("upload-file").files[0];
+    if (!file) return;
+    const query = new URLSearchParams({ corpus: $("upload-corpus").value, filename: file.name });
+    if ($("upload-subfolder").value.trim()) query.set("subfolder", $("upload-subfolder").value.trim());
+    if ($("upload-overwrite").checked) query.set("overwrite", "true");
+    $("upload-button").disabled = true;
+    try {
+      const out = await send("PUT", "/api/upload?" + query, file, "application/octet-stream");
+      const box = $("upload-result");
+      const indexed = out.indexed
+        ? "Indexed: corpus " + out.indexed.corpus + " now holds " + out.indexed.documents + " documents, " + out.indexed.chunks + " chunks."
+        : "Not indexed yet (upload.auto_index is off).";
+      box.replaceChildren(
+        el("p", { class: "upload-ok", text: (out.replaced ? "Replaced " : "Uploaded ") + out.doc_id + " (" + number(out.bytes) + " bytes, " + out.format + ") into " + out.corpus + "." }),
+        el("p", { text: indexed }),
+        ...out.warnings.map((w) => el("p", { class: "hint", text: "Note: " + w })),
+        el("button", { type: "button", text: "Open it", onclick: () => openDocument(out.doc_id, out.corpus).catch(fail) }));
+      box.hidden = false;
+      $("upload-form").reset();
+    } catch (error) {
+      fail(error);
+    } finally {
+      $("upload-button").disabled = false;
+    }
+  });
+
+  // -- status ----------------------------------------------------------------------------
+  async function loadStatus() {
+    const s = await tool("status");
+    const stat = (value, label) => el("div", {}, el("b", { text: value }), el("span", { text: label }));
+    const rows = s.corpora.map((c) => el("tr", {},
+      el("td", { text: c.name }), el("td", { text: c.topic }), el("td", { text: c.language }),
+      el("td", { text: number(c.documents) }), el("td", { text: number(c.chunks) }),
+      el("td", { text: c.upload_allowed ? "yes" : "no" })));
+    const parts = [
+      el("div", { class: "stats" },
+        stat(number(s.documents), "documents"), stat(number(s.chunks), "chunks"),
+        stat(s.model, "model (" + s.dimension + " dimensions)"), stat(s.version, "version")),
+      el("table", { class: "list" },
+        el("thead", {}, el("tr", {}, ...["Corpus", "Topic", "Language", "Documents", "Chunks", "Uploads"].map((h) => el("th", { text: h })))),
+        el("tbody", {}, ...rows)),
+      s.indexing ? el("p", { class: "hint", text: "Indexing " + s.indexing.corpus + " for " + s.indexing.seconds.toFixed(0) + " s…" }) : null,
+      ...s.broken.map((b) => el("p", { class: "message", text: b.name + ": " + b.reason })),
+    ];
+    $("status").replaceChildren(...parts.filter((part) => part != null));
+  }
+
+  // -- start -----------------------------------------------------------------------------
+  if (sessionStorage.getItem(TOKEN_KEY)) $("signout").hidden = false;
+  loadFolders().catch(fail);
+})();

@@ -1,0 +1,175 @@
+"""The built-in web page (§7.3): a static page plus a small JSON API it calls.
+
+- ``GET /`` and ``GET /ui/{app.js,app.css}``: the page, shipped as package data in
+  ``server/web/`` (plain HTML/CSS/JS: no build step, nothing loaded from elsewhere). They
+  hold no data, so they need no credentials: a browser cannot send a Bearer header when
+  it opens a page. The page asks for the token and sends it on every API call.
+- ``POST /api/tools/{name}``: calls one MCP tool with the JSON body as its arguments and
+  answers its structured result, or ``{"error": ...}``. The same tools, validation, search
+  gate and error sanitising as ``/mcp``, behind the same auth: nothing the caller could
+  not do over MCP already.
+- ``PUT /api/upload?corpus=&filename=[&subfolder=][&overwrite=true]``: the file's raw
+  bytes as the body (no base64), then the same checks as the ``upload`` tool.
+
+Cross-site requests: both API routes need a request a web form cannot send (a JSON
+``POST`` or a ``PUT``, so a browser preflights them and CORS refuses unlisted origins),
+and an ``Origin`` header, when sent, must be this server's own or a configured CORS origin.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from importlib import resources
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import anyio.to_thread
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, TextContent
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from ..errors import GuaipecaError, NotFoundError
+from .security import error_response
+from .tools import Service
+
+__all__ = ["WEB_PAGE_PATHS", "web_routes"]
+
+log = logging.getLogger("guaipeca.server")
+
+_ASSETS: Final = {
+    "app.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+}
+#: Paths served without credentials: the page and its assets, which hold no data.
+WEB_PAGE_PATHS: Final = ("/", *(f"/ui/{name}" for name in _ASSETS))
+#: Scripts and styles only from this server, no framing, no form posts elsewhere.
+_PAGE_HEADERS: Final = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; "
+        "frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+_TRUE: Final = ("1", "true", "yes", "on")
+
+
+@functools.cache
+def _asset(name: str) -> bytes:
+    return resources.files("guaipeca.server").joinpath("web", name).read_bytes()
+
+
+def _origin_allowed(request: Request, cors_origins: list[str]) -> bool:
+    """No ``Origin`` (not a browser's cross-site request), this server's own origin (its
+    host is already checked against the allowed hosts), or a configured CORS origin."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    if origin in cors_origins:
+        return True
+    parts = urlsplit(origin)
+    host = request.headers.get("host", "")
+    return parts.scheme in ("http", "https") and parts.netloc.lower() == host.lower()
+
+
+def _tool_error_message(name: str, exc: Exception) -> str:
+    message = str(exc)
+    prefix = f"Error executing tool {name}: "
+    return message[len(prefix) :] if message.startswith(prefix) else message
+
+
+def web_routes(service: Service, server: MCPServer[Any]) -> list[BaseRoute]:
+    """The page's routes over ``service`` and its MCP ``server``."""
+    cors_origins = list(service.settings.server.cors_origins)
+    tool_names: set[str] = set()
+
+    async def page(request: Request) -> Response:
+        return Response(_asset("index.html"), media_type="text/html", headers=_PAGE_HEADERS)
+
+    async def asset(request: Request) -> Response:
+        name = str(request.path_params["name"])
+        if name not in _ASSETS:
+            return error_response(404, "not found")
+        return Response(_asset(name), media_type=_ASSETS[name], headers=_PAGE_HEADERS)
+
+    async def call_tool(request: Request) -> Response:
+        name = str(request.path_params["name"])
+        if not _origin_allowed(request, cors_origins):
+            return error_response(403, "origin not allowed")
+        content_type = request.headers.get("content-type", "")
+        if not content_type.lower().startswith("application/json"):
+            return error_response(415, "send the tool's arguments as application/json")
+        if not tool_names:
+            tool_names.update(t.name for t in await server.list_tools())
+        if name not in tool_names:
+            return error_response(404, f"no tool named {name[:60]!r}")
+        try:
+            arguments = await request.json()
+        except ClientDisconnect:
+            raise
+        except ValueError:
+            return error_response(400, "the body is not valid JSON")
+        if not isinstance(arguments, dict):
+            return error_response(400, "the body must be a JSON object of tool arguments")
+        try:
+            result = await server.call_tool(name, arguments)
+        except (ToolError, MCPError) as exc:
+            return error_response(400, service.sanitise(_tool_error_message(name, exc)))
+        if not isinstance(result, CallToolResult):  # no tool of ours asks for input
+            return error_response(500, "internal error")
+        if result.is_error:
+            texts = [c.text for c in result.content if isinstance(c, TextContent)]
+            return error_response(400, service.sanitise(" ".join(texts) or "the tool failed"))
+        return JSONResponse(result.structured_content or {})
+
+    async def upload(request: Request) -> Response:
+        if not _origin_allowed(request, cors_origins):
+            return error_response(403, "origin not allowed")
+        query = request.query_params
+        corpus, filename = query.get("corpus"), query.get("filename")
+        if not corpus or not filename:
+            return error_response(400, "give corpus and filename as query parameters")
+        try:
+            service.writable_corpus(corpus)
+        except NotFoundError:
+            return error_response(404, f"no corpus named {corpus[:60]!r}")
+        except GuaipecaError as exc:  # not in upload.allow
+            return error_response(403, service.sanitise(str(exc)))
+        limit = service.settings.upload.max_file_size
+        too_large = error_response(413, f"the file is larger than upload.max_file_size ({limit})")
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            return too_large
+        data = bytearray()
+        async for part in request.stream():
+            data.extend(part)
+            if len(data) > limit:
+                return too_large
+        save = functools.partial(
+            service.upload,
+            corpus,
+            filename,
+            bytes(data),
+            subfolder=query.get("subfolder") or None,
+            overwrite=query.get("overwrite", "").lower() in _TRUE,
+        )
+        try:
+            out = await anyio.to_thread.run_sync(save)
+        except GuaipecaError as exc:
+            return error_response(400, service.sanitise(str(exc)))
+        return JSONResponse(out.model_dump(mode="json"))
+
+    return [
+        Route("/", endpoint=page, methods=["GET"]),
+        Route("/ui/{name}", endpoint=asset, methods=["GET"]),
+        Route("/api/tools/{name}", endpoint=call_tool, methods=["POST"]),
+        Route("/api/upload", endpoint=upload, methods=["PUT"]),
+    ]

@@ -1,0 +1,36 @@
+"""The user-facing docs stay complete: an example call for every MCP tool
+(docs/mcp-tools.md, written by scripts/mcp_examples.py), the browser screenshots, and the
+README's quick start blocks that scripts/readme_check runs in CI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from guaipeca import Index
+from guaipeca.config import load_settings
+from guaipeca.embed import HashingEmbedder
+from guaipeca.server import Service, build_server
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_every_mcp_tool_has_an_example_call_and_output(tmp_path: Path) -> None:
+    loaded = load_settings(None, env={"GUAIPECA_HOME": str(tmp_path)}, cwd=tmp_path)
+    server = build_server(Service(Index(embedder=HashingEmbedder()), loaded))
+    tools = anyio.run(server.list_tools)
+    page = (REPO / "docs" / "mcp-tools.md").read_text(encoding="utf-8")
+    for tool in tools:
+        section = page.split(f"## `{tool.name}`\n", 1)
+        assert len(section) == 2, f"{tool.name}: run scripts/mcp_examples.py"
+        body = section[1].split("\n## ", 1)[0]
+        assert "\n→ {" in body and "\n← {" in body, tool.name
+
+
+@pytest.mark.parametrize("name", ["search.png", "document.png", "upload.png", "status.png"])
+def test_the_browser_screenshots_are_checked_in(name: str) -> None:
+    picture = REPO / "docs" / "screenshots" / name
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert picture.stat().st_size > 10_000
