@@ -632,21 +632,24 @@ class Index:
         section_mode: bool,
     ) -> list[Hit]:
         """One hit per section or per document, ranked by its best chunk."""
-        hits = self._hits(scored, query)
+        # Group on the rows first and make snippets only for the hits returned: a snippet
+        # costs far more than a row, and the candidate list can be hundreds long.
+        hits = self._hits(scored, query, snippets=False)
         if return_mode != "chunks":
             docs: dict[tuple[str, str], Hit] = {}
             for h in hits:
                 docs.setdefault((h.corpus, h.doc_id), h)
-            best = list(docs.values())[:top_k]
+            best = self._with_snippets(list(docs.values())[:top_k], query)
             total = sum(self._doc_chars(h) for h in best)
             if return_mode == "documents" or total <= self.settings.search.max_chars:
                 return [self._widen_to_document(h) for h in best]
         if not section_mode:
-            return hits[:top_k]
+            return self._with_snippets(hits[:top_k], query)
         sections: dict[tuple[str, str, str], Hit] = {}
         for h in hits:
             sections.setdefault((h.corpus, h.doc_id, h.section_id), h)
-        return [self._widen_to_section(h) for h in list(sections.values())[:top_k]]
+        chosen = self._with_snippets(list(sections.values())[:top_k], query)
+        return [self._widen_to_section(h) for h in chosen]
 
     def _doc_chars(self, hit: Hit) -> int:
         row = self._corpora[hit.corpus].catalog.document(hit.doc_id)
@@ -728,22 +731,37 @@ class Index:
             "headings": root["children"],
         }
 
-    def _hits(self, scored: list[tuple[float, str, int, ScoreParts]], query: str) -> list[Hit]:
+    def _hits(
+        self,
+        scored: list[tuple[float, str, int, ScoreParts]],
+        query: str,
+        *,
+        snippets: bool = True,
+    ) -> list[Hit]:
         by_corpus: dict[str, list[int]] = {}
         for _, name, pk, _ in scored:
             by_corpus.setdefault(name, []).append(pk)
         rows = {name: self._corpora[name].rows(pks) for name, pks in by_corpus.items()}
-        width = self.settings.search.snippet_chars
         hits: list[Hit] = []
         for score, name, pk, parts in scored:
             row = rows[name].get(pk)
             if row is None:  # deleted between retrieval and fetch
                 continue
-            analyzer = self._corpora[name].analyzer
-            terms = set(analyzer.tokens(query))
-            snippet = make_snippet(row.text, terms, analyzer.tokens, width=width)
-            hits.append(_hit(name, row, score, parts, snippet))
-        return hits
+            hits.append(_hit(name, row, score, parts, ""))
+        return self._with_snippets(hits, query) if snippets else hits
+
+    def _with_snippets(self, hits: list[Hit], query: str) -> list[Hit]:
+        """The hits with their snippets: the query terms of each hit's own corpus in context."""
+        width = self.settings.search.snippet_chars
+        terms: dict[str, set[str]] = {}
+        out = []
+        for h in hits:
+            analyzer = self._corpora[h.corpus].analyzer
+            if h.corpus not in terms:
+                terms[h.corpus] = set(analyzer.tokens(query))
+            snippet = make_snippet(h.text, terms[h.corpus], analyzer.tokens, width=width)
+            out.append(dataclasses.replace(h, snippet=snippet))
+        return out
 
     # -- reading -----------------------------------------------------------------------
     def get_chunk(self, chunk_id: str) -> Chunk:
