@@ -320,6 +320,23 @@ def run_guaipeca(name: str, docs: dict[str, str], queries: dict[str, str],
         modes_out[label] = clean(m)
         latency[label] = pct(lat)
         log(f"[{name}] guaipeca {label}: " + json.dumps(clean(m)) + f" p50 {latency[label]['p50']} ms")
+    # Structure-aware returns: what an agent receives for the top 10 (documents or whole
+    # sections instead of chunks) — ranking quality and the characters it costs.
+    structure: dict[str, Any] = {}
+    for label, extra in (("chunks", {}), ("section_mode", {"section_mode": True}),
+                         ("return_mode=documents", {"return_mode": "documents"}),
+                         ("return_mode=auto", {"return_mode": "auto"})):
+        ranked_s: dict[str, list[str]] = {}
+        chars = []
+        for q in qids:
+            hits = index.search(queries[q], top_k=10, mode="hybrid", **extra)
+            ranked_s[q] = doc_list([(h.chunk_id, h.doc_id) for h in hits])
+            chars.append(sum(len(h.text) for h in hits))
+        m = clean(evaluate(qrels, ranked_s))
+        structure[label] = {"ndcg@10": m["ndcg@10"], "mrr@10": m["mrr@10"],
+                            "mean_chars_top10": round(sum(chars) / len(chars), 1)}
+    out["structure"] = structure
+    log(f"[{name}] structure-aware returns: {json.dumps(structure)}")
     out["modes"] = modes_out
     out["default_fusion"] = default_cfg
     hy, kwq = per_q["hybrid"], per_q["keyword"]

@@ -210,6 +210,16 @@ def test_find_related_excludes_what_the_agent_has_and_follows_further(scifact: I
         scifact.find_related("default:999999")
 
 
+def test_find_related_honours_a_filter(scifact: Index) -> None:
+    hit = scifact.keyword_search(QUERY, top_k_after=1)[0]
+    first = scifact.find_related(hit.chunk_id, top_k_after=5)
+    banned = first[0].hit.doc_id
+    kept = scifact.find_related(hit.chunk_id, top_k_after=5, where={"doc_id": {"$ne": banned}})
+    assert kept and banned not in {r.hit.doc_id for r in kept}
+    only = scifact.find_related(hit.chunk_id, top_k_after=5, where={"doc_id": banned})
+    assert {r.hit.doc_id for r in only} == {banned}
+
+
 def test_find_related_scores_are_ranked(scifact: Index) -> None:
     hit = scifact.keyword_search("HIV vaccine", top_k_after=1)[0]
     related = scifact.find_related(hit.chunk_id, "vaccine adoption", top_k_after=8)

@@ -475,6 +475,9 @@ def find_related(
     rows_cache: dict[str, dict[int, Any]] = {}
     term_ranked: list[tuple[str, int]] = []
     ordered = sorted(term_scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    if where:  # the term leg honours the filter too
+        admitted = _admitted(index, where, [key for key, _ in ordered[: before * 4]])
+        ordered = [(key, score) for key, score in ordered if key in admitted]
     by_corpus: dict[str, list[int]] = {}
     for (name, pk), _ in ordered[: before * 4]:
         by_corpus.setdefault(name, []).append(pk)
@@ -499,10 +502,6 @@ def find_related(
             key = (hit.corpus, int(hit.chunk_id.rpartition(":")[2]))
             search_ranked.append(key)
             search_hits[key] = hit
-    if where:
-        # The term leg must honour the filter too: keep what the filtered search admits.
-        admitted = _admitted(index, where, term_ranked)
-        term_ranked = [k for k in term_ranked if k in admitted]
 
     # 3. fuse, then explain each result by the terms it shares
     keyed = {key: i for i, key in enumerate(dict.fromkeys([*term_ranked, *search_ranked]))}

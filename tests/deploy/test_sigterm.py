@@ -5,6 +5,7 @@ tests/deploy/test_container.py.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -19,6 +20,18 @@ from guaipeca import Index
 
 SCRIPT = Path(sys.executable).parent / "guaipeca"
 pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason="the guaipeca script is not installed")
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
 
 
 def _free_port() -> int:
@@ -61,8 +74,12 @@ def test_sigterm_stops_the_server_and_closes_the_index(tmp_path: Path, transport
                         break
                 assert proc.poll() is None and time.monotonic() < deadline
                 time.sleep(0.2)
-        else:
-            time.sleep(3)  # the model loads, then the server waits on stdin
+        else:  # an MCP handshake: the server is up and waits on stdin
+            assert proc.stdin and proc.stdout
+            proc.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
+            proc.stdin.flush()
+            answer = json.loads(proc.stdout.readline())
+            assert answer["result"]["serverInfo"]["name"] == "guaipeca"
         assert proc.poll() is None
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=60)

@@ -52,3 +52,15 @@ def test_many_small_writes_then_compact_agree_with_tantivy(tmp_path: Path) -> No
     assert qdrant == embedded and embedded
     for index in indexes:
         index.close()
+
+
+def test_document_frequencies_for_the_reranker_agree(tmp_path: Path) -> None:
+    indexes = [open_index(b, tmp_path) for b in ("embedded", "qdrant")]
+    docs = {f"d{i}": f"apple {'pear ' * (i % 3)}notes {i}" for i in range(12)}
+    for index in indexes:
+        index.add_documents(docs)
+    tokens = ["appl", "pear", "note", "missing"]
+    embedded, qdrant = (ix._corpus("default").lexical.doc_freqs(tokens) for ix in indexes)
+    assert qdrant == embedded == (12, {"appl": 12, "pear": 8, "note": 12, "missing": 0})
+    for index in indexes:
+        index.close()

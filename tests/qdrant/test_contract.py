@@ -143,3 +143,20 @@ def test_corpora_weights_and_languages(make_index: MakeIndex) -> None:
     assert hit.corpus == "pt" and hit.chunk_id.startswith("pt:")
     index.drop_corpus("pt")
     assert index.corpora == ["default"]
+
+
+def test_empty_documents_and_paged_sources(make_index: MakeIndex) -> None:
+    index = make_index()
+    text = "# Report\n\nFirst page words.\n\n## Later\n\nSecond page words."
+    index.add_documents(
+        [
+            NewDocument("empty", ""),
+            NewDocument("paged", text, source_path="r.pdf", page_starts=(0, text.index("## L"))),
+        ]
+    )
+    assert index.get_document("empty").chunk_count == 0
+    assert [d.doc_id for d in index.list_documents()] == ["empty", "paged"]
+    assert [d.doc_id for d in index.list_documents(where={"extension": ".pdf"})] == ["paged"]
+    hit = index.search("second page", mode="keyword", where={"page": 2})[0]
+    assert (hit.page_start, hit.doc_id) == (2, "paged")
+    assert index.source_states("default")[0].doc_id == "empty"

@@ -191,3 +191,22 @@ def test_filters_of_every_operator_select_something_somewhere(both: dict[str, In
         operand: Any = ["a", 2] if op in ("$in", "$nin") else (True if op == "$exists" else "a")
         where = {"s": {op: operand}}
         assert _selected(both["qdrant"], where) == _selected(both["embedded"], where), where
+
+
+def test_every_field_operator_and_kind_of_operand(both: dict[str, Index]) -> None:
+    """Exhaustive single conditions: every field x operator x kind of value."""
+    operands: tuple[Any, ...] = (1, 2.5, "a", "", True, None)
+    lists: tuple[list[Any], ...] = ([1, "a"], [2, True, "x.md"])
+    checked = 0
+    for field in FIELDS:
+        for op in OPS:
+            for operand in lists if op in ("$in", "$nin") else operands:
+                where = {field: {op: operand}}
+                try:
+                    validate_where(where)
+                except InvalidFilterError:
+                    continue
+                got, want = _selected(both["qdrant"], where), _selected(both["embedded"], where)
+                assert got == want, where
+                checked += 1
+    assert checked > 500

@@ -16,8 +16,8 @@ from guaipeca.server import Service
 from guaipeca.server.http import build_app
 from support import MemoEmbedder, shared_data
 from support_http import LiveServer
+from support_web import TOKEN
 
-TOKEN = "web-page-test-token-0123456789abcdef"
 GUIDE = """\
 # Field guide
 

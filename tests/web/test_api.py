@@ -11,12 +11,12 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from guaipeca.config import parse_settings
+from guaipeca.config import LoadedSettings, parse_settings
 from guaipeca.errors import ConfigError
 from guaipeca.server import Service
 from guaipeca.server.http import allowed_hosts, build_app
 from support_http import LiveServer
-from web.conftest import TOKEN
+from support_web import TOKEN
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -213,3 +213,21 @@ def test_default_body_limit_fits_a_base64_upload_of_the_largest_file() -> None:
     s = parse_settings({}, env={})
     encoded = len(base64.b64encode(b"\0" * 3)) * -(-s.upload.max_file_size // 3)
     assert encoded + 64 * 1024 <= s.server.max_body_bytes
+
+
+def test_a_body_limit_too_small_for_base64_uploads_is_logged(
+    web_service: Service, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = web_service.settings.model_copy(
+        update={
+            "server": web_service.settings.server.model_copy(update={"max_body_bytes": 1_000_000})
+        }
+    )
+    small = Service(web_service.index, LoadedSettings(settings, None, web_service.loaded.data_dir))
+    with caplog.at_level("WARNING", logger="guaipeca.server"):
+        build_app(small, host="127.0.0.1", port=8090)
+    assert "server.max_body_bytes (1000000) is below" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="guaipeca.server"):
+        build_app(web_service, host="127.0.0.1", port=8090)  # 1 MB files, 68 MiB bodies
+    assert "max_body_bytes" not in caplog.text

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from support_http import LiveServer
-from web.conftest import TOKEN
+from support_web import TOKEN
 
 selenium = pytest.importorskip("selenium", reason="selenium is not installed")
 from selenium import webdriver  # noqa: E402
@@ -258,6 +258,16 @@ def test_documents_and_status_tabs(browser: WebDriver) -> None:
     wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#doc-list tr")) >= 4)
     names = [b.text for b in browser.find_elements(By.CSS_SELECTOR, "#doc-list button")]
     assert "guide.md" in names and "surveys/2026/pond-survey.md" in names
+    guide = next(
+        b
+        for b in browser.find_elements(By.CSS_SELECTOR, "#doc-list button")
+        if b.text == "guide.md"
+    )
+    guide.click()
+    wait(browser).until(lambda d: d.find_element(By.ID, "doc-title").text == "guide.md")
+    assert browser.find_element(By.ID, "tab-documents").get_attribute("aria-selected") == "true"
+    browser.find_element(By.ID, "back").click()
+    visible(browser, "#view-documents")
     browser.find_element(By.ID, "tab-status").click()
     rows = wait(browser).until(
         lambda d: d.find_elements(By.CSS_SELECTOR, "#status tbody tr") or False

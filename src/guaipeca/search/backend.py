@@ -163,6 +163,6 @@ def open_backend(storage: StorageSettings) -> Backend | None:
     """
     if storage.backend == "embedded":
         return None
-    from .qdrant_corpus import QdrantBackend
+    from .qdrant_backend import QdrantBackend
 
     return QdrantBackend.from_settings(storage.qdrant)

@@ -29,34 +29,31 @@ a shared server, run one indexer).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import math
 import threading
-import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import ConfigError, GuaipecaError, ModelError
+from ..errors import ConfigError, ModelError
 from ..lexical import Analyzer
 from ..store import ChunkRow, DocRow
 from ..types import ChunkSpan, CorpusStats
-from .backend import BackendUnavailableError
 from .binary import DenseScan
 from .corpus import PreparedDocument, valid_corpus_name
+from .qdrant_backend import QdrantBackend, fieldnorm, term_index
+from .qdrant_backend import qdrant_models as _models
 from .qdrant_filters import PAYLOAD_FIELDS, matches, translate
 
 if TYPE_CHECKING:
-    from qdrant_client import QdrantClient, models
+    from qdrant_client import models
 
-    from ..config import QdrantSettings
 
 __all__ = ["AVGDL_DRIFT", "QdrantBackend", "QdrantCorpus", "fieldnorm", "term_index"]
 
@@ -73,7 +70,6 @@ _NS = uuid.uuid5(uuid.NAMESPACE_URL, "https://guaipeca.invalid/qdrant")
 _META_ID = str(uuid.uuid5(_NS, "meta"))
 _BATCH = 256
 _SCROLL = 1000
-_RETRIES = (0.2, 0.5, 1.0)
 _DOC_LIST_FIELDS = ["doc_id", "source_path", "chars", "chunk_count", "metadata"]
 _FILTER_FIELDS = [
     *PAYLOAD_FIELDS.values(),
@@ -87,197 +83,6 @@ _FILTER_FIELDS = [
 
 def _doc_point_id(doc_id: str) -> str:
     return str(uuid.uuid5(_NS, "doc:" + doc_id))
-
-
-def term_index(term: str) -> int:
-    """A term's sparse-vector index: 32 bits of its BLAKE2b hash (stable across runs)."""
-    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest(), "big")
-
-
-def fieldnorm(length: int) -> int:
-    """A document length as tantivy stores it (Lucene's one-byte SmallFloat.intToByte4)."""
-    free = 24
-    if length < free:
-        return length
-    i = length - free
-    bits = i.bit_length()
-    if bits < 4:
-        code = i
-    else:
-        shift = bits - 4
-        code = ((i >> shift) & 0x07) | ((shift + 1) << 3)
-    low, shift = code & 0x07, (code >> 3) - 1
-    return free + (low if shift == -1 else (low | 0x08) << shift)
-
-
-def _models() -> Any:
-    from qdrant_client import models
-
-    return models
-
-
-class QdrantBackend:
-    """A Qdrant server, cluster or local-mode folder holding the corpora."""
-
-    name = "qdrant"
-
-    def __init__(
-        self,
-        client: QdrantClient,
-        *,
-        prefix: str = "guaipeca_",
-        target: str,
-        local: bool,
-        exact: bool = True,
-        replication_factor: int | None = None,
-        shard_number: int | None = None,
-    ) -> None:
-        self.client = client
-        self.prefix = prefix
-        self.target = target
-        self.local = local
-        self.exact = exact
-        self.replication_factor = replication_factor
-        self.shard_number = shard_number
-
-    @classmethod
-    def from_settings(cls, qs: QdrantSettings) -> QdrantBackend:
-        """Connect as ``storage.qdrant`` says (no request is sent until first use).
-
-        Raises:
-            ConfigError: qdrant-client is not installed.
-        """
-        try:
-            from qdrant_client import QdrantClient
-        except ImportError:
-            raise ConfigError(
-                "storage.backend: qdrant needs the Qdrant extra: pip install 'guaipeca[qdrant]'"
-            ) from None
-        if qs.path is not None:
-            Path(qs.path).mkdir(parents=True, exist_ok=True)
-            client = cls._local_client(str(qs.path))
-            target = f"local Qdrant in {qs.path}"
-        else:
-            assert qs.url is not None
-            client = QdrantClient(
-                url=qs.url,
-                api_key=qs.api_key.get_secret_value() if qs.api_key else None,
-                timeout=max(1, math.ceil(qs.timeout)),
-                prefer_grpc=qs.prefer_grpc,
-                check_compatibility=False,
-            )
-            target = f"Qdrant at {qs.url}"
-        return cls(
-            client,
-            prefix=qs.collection_prefix,
-            target=target,
-            local=qs.path is not None,
-            replication_factor=qs.replication_factor,
-            shard_number=qs.shard_number,
-        )
-
-    @staticmethod
-    def _local_client(path: str) -> QdrantClient:
-        from qdrant_client import QdrantClient
-
-        try:
-            return QdrantClient(path=path)
-        except RuntimeError as exc:  # portalocker: another process has the folder open
-            raise GuaipecaError(
-                f"the local Qdrant folder {path} is in use by another process "
-                "(local mode allows one); stop it or use a Qdrant server"
-            ) from exc
-
-    @classmethod
-    def open_local(cls, path: str | Path, *, prefix: str = "guaipeca_") -> QdrantBackend:
-        """qdrant-client's embedded local mode in ``path`` (tests, small set-ups)."""
-        Path(path).mkdir(parents=True, exist_ok=True)
-        return cls(
-            cls._local_client(str(path)),
-            prefix=prefix,
-            target=f"local Qdrant in {path}",
-            local=True,
-        )
-
-    # -- calls with retries ---------------------------------------------------------------
-    def call(self, fn: Callable[..., T], *args: Any, retry: bool = True, **kwargs: Any) -> T:
-        """``fn(*args, **kwargs)``, retried on transport errors; one clear error at the end.
-
-        Raises:
-            BackendUnavailableError: the server did not answer after the retries.
-            GuaipecaError: the server refused the request.
-        """
-        from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
-
-        last: Exception | None = None
-        for delay in (*_RETRIES, None) if retry else (None,):
-            try:
-                return fn(*args, **kwargs)
-            except UnexpectedResponse as exc:
-                if exc.status_code is not None and exc.status_code < 500:
-                    detail = exc.content[:160].decode("utf-8", "replace").replace("\n", " ")
-                    raise GuaipecaError(
-                        f"{self.target} refused the request ({exc.status_code}): {detail}"
-                    ) from None
-                last = exc
-            except (ResponseHandlingException, OSError, TimeoutError) as exc:
-                last = exc
-            except Exception as exc:
-                if not _transport_error(exc):
-                    raise
-                last = exc
-            if delay is not None:
-                time.sleep(delay)
-        reason = _short(last)
-        raise BackendUnavailableError(
-            f"{self.target} is not answering ({reason}); check that it is running and "
-            "reachable, then retry"
-        ) from None
-
-    def check(self) -> None:
-        """One request, no retries (health checks must answer quickly)."""
-        self.call(self.client.get_collections, retry=False)
-
-    # -- corpora --------------------------------------------------------------------------
-    def collection(self, corpus: str) -> str:
-        return self.prefix + corpus
-
-    def corpus_names(self) -> list[str]:
-        found = self.call(self.client.get_collections).collections
-        names = [c.name[len(self.prefix) :] for c in found if c.name.startswith(self.prefix)]
-        return sorted(n for n in names if _is_corpus_name(n))
-
-    def open_corpus(self, name: str, *, language: str | None, model: str, dim: int) -> QdrantCorpus:
-        return QdrantCorpus(self, name, language=language, model=model, dim=dim)
-
-    def drop_corpus(self, name: str) -> None:
-        valid_corpus_name(name)
-        if self.call(self.client.collection_exists, self.collection(name)):
-            self.call(self.client.delete_collection, self.collection(name))
-
-    def close(self) -> None:
-        self.client.close()
-
-
-def _is_corpus_name(name: str) -> bool:
-    try:
-        valid_corpus_name(name)
-    except ConfigError:
-        return False
-    return True
-
-
-def _transport_error(exc: Exception) -> bool:
-    """httpx and gRPC transport failures, without importing either eagerly."""
-    names = {c.__name__ for c in type(exc).__mro__}
-    return bool(names & {"TransportError", "TimeoutException", "HTTPError", "RpcError"})
-
-
-def _short(exc: Exception | None) -> str:
-    if exc is None:
-        return "no answer"
-    text = str(getattr(exc, "source", None) or exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:160]
 
 
 class QdrantCorpus:

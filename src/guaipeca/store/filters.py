@@ -21,6 +21,9 @@ Fields
     name is a key of the document's JSON metadata: ``[A-Za-z_][A-Za-z0-9_-]{0,63}``, with
     ``a.b`` reaching into nested objects.
     A built-in name always means the built-in field, even when the metadata has that key.
+    Chunk enrichment (SPEC §8) adds the list fields of :data:`ENRICHMENT_FIELDS`
+    (``keywords``, ``entities``, ``entity_keys``, ``dates``, ``content_types``), read from
+    ``c.enrichment``; their semantics are in the comment on that constant.
 
 Values and types (type-strict)
     Values are strings, numbers (int or finite float; ``1 == 1.0``) and booleans, which stay

@@ -115,7 +115,7 @@
   // -- tabs ------------------------------------------------------------------------------
   function showView(name) {
     for (const view of document.querySelectorAll(".view")) view.hidden = view.id !== "view-" + name;
-    const tab = name === "document" ? "search" : name;
+    const tab = name === "document" ? state.back || "search" : name;
     for (const button of document.querySelectorAll(".tabs button")) {
       button.setAttribute("aria-selected", String(button.dataset.tab === tab));
     }
@@ -125,10 +125,6 @@
     button.addEventListener("click", () => {
       message("");
       const name = button.dataset.tab;
-      if (name === "search" && state.doc && !$("view-document").hidden) {
-        showView("search");
-        return;
-      }
       showView(name);
       if (name === "status") loadStatus().catch(fail);
       if (name === "documents") loadDocuments(true).catch(fail);
@@ -213,6 +209,8 @@
   // -- document view ---------------------------------------------------------------------
   async function openDocument(docId, corpus, span) {
     message("");
+    const open = document.querySelector(".view:not([hidden])");
+    if (open && open.id !== "view-document") state.back = open.id.slice("view-".length);
     const need = span ? span.end + 2000 : 0;
     const [doc, toc] = await Promise.all([
       tool("get_document", { doc_id: docId, corpus, max_chars: Math.min(1000000, Math.max(200000, need)) }),
@@ -287,7 +285,7 @@
   Object.defineProperty(state, "text", { get: () => (state.doc ? state.doc.text : "") });
 
   $("doc-more").addEventListener("click", () => loadMore().then(renderText).catch(fail));
-  $("back").addEventListener("click", () => showView("search"));
+  $("back").addEventListener("click", () => showView(state.back || "search"));
   $("download").addEventListener("click", async () => {
     try {
       const { doc } = state.doc;
