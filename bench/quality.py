@@ -254,11 +254,12 @@ def run_guaipeca(name: str, docs: dict[str, str], queries: dict[str, str],
     latency: dict[str, dict[str, float]] = {}
     top10_api: dict[str, list[str]] = {}
     for mode in MODES:
-        index.search(queries[qids[0]], top_k=10, mode=mode)  # warm-up
+        # The single stages without reranking; the reranked stages are measured below.
+        index.search(queries[qids[0]], top_k=10, mode=mode, rerank=False)  # warm-up
         lat = []
         for q in qids:
             t = time.perf_counter()
-            hits = index.search(queries[q], top_k=10, mode=mode)
+            hits = index.search(queries[q], top_k=10, mode=mode, rerank=False)
             lat.append((time.perf_counter() - t) * 1000)
             if mode == "hybrid":
                 top10_api[q] = [h.chunk_id for h in hits]
@@ -272,7 +273,8 @@ def run_guaipeca(name: str, docs: dict[str, str], queries: dict[str, str],
     text_of: dict[str, str] = {}
     for q in qids:
         for mode, store in (("dense", dense), ("keyword", kw)):
-            hits = index.search(queries[q], top_k=FETCH_DEPTH, candidates=FETCH_DEPTH, mode=mode)
+            hits = index.search(queries[q], top_k=FETCH_DEPTH, candidates=FETCH_DEPTH, mode=mode,
+                                rerank=False)
             store[q] = [h.chunk_id for h in hits]
             for h in hits:
                 doc_of[h.chunk_id] = h.doc_id
@@ -305,7 +307,8 @@ def run_guaipeca(name: str, docs: dict[str, str], queries: dict[str, str],
         log(f"[{name}] guaipeca {mode}: " + json.dumps(clean(m)))
     # Reranking stages through the real Index.search: the lexical reranker (coverage +
     # proximity over search.top_k_before fused candidates) and the ToC boost.
-    for label, extra in (("hybrid+rerank", {"rerank": True}), ("hybrid+toc", {"toc_rerank": True}),
+    for label, extra in (("hybrid+rerank", {"rerank": True}),
+                         ("hybrid+toc", {"rerank": False, "toc_rerank": True}),
                          ("hybrid+rerank+toc", {"rerank": True, "toc_rerank": True})):
         ranked_stage: dict[str, list[str]] = {}
         lat = []
@@ -471,6 +474,28 @@ def machine() -> dict[str, Any]:
             "loadavg_at_start": os.getloadavg()}
 
 
+def make_subset(root: Path, size: int) -> Path:
+    """A BEIR folder holding ``size`` documents of ``root``: every document judged for a test
+    query first, then the others in corpus order; same queries and test qrels."""
+    import gzip
+    import shutil
+
+    out = CACHE / f"{root.name}-sub{size}"
+    if (out / "corpus.jsonl.gz").exists():
+        return out
+    judged = {d for rel in load_qrels(root).values() for d in rel}
+    with gzip.open(root / "corpus.jsonl.gz", "rt", encoding="utf-8") as fh:
+        rows = [json.loads(line) for line in fh]
+    keep = [r for r in rows if str(r["_id"]) in judged]
+    keep += [r for r in rows if str(r["_id"]) not in judged][: max(0, size - len(keep))]
+    (out / "qrels").mkdir(parents=True, exist_ok=True)
+    with gzip.open(out / "corpus.jsonl.gz", "wt", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in keep)
+    shutil.copy(root / "queries.jsonl", out / "queries.jsonl")
+    shutil.copy(root / "qrels" / "test.tsv", out / "qrels" / "test.tsv")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", choices=["scifact", "nfcorpus", "all"], default="all")
@@ -483,6 +508,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--refresh-peers", action="store_true", help="re-run arara (else cached)")
     ap.add_argument("--arara-timeout", type=float, default=3600.0,
                     help="seconds the arara worker may take per dataset")
+    ap.add_argument("--no-arara", action="store_true", help="bm25s only as a peer")
+    ap.add_argument("--subset", type=int, default=0, metavar="N",
+                    help="a sub-corpus of N documents: every document judged for a test query, "
+                         "then the first others in corpus order (for slow peers); written "
+                         "under the cache folder as a BEIR folder <dataset>-sub<N>")
     args = ap.parse_args(argv)
     names = ["scifact", "nfcorpus"] if args.dataset == "all" else [args.dataset]
     out_path = Path(args.out)
@@ -500,6 +530,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     for name in names:
         root = DATA / name
+        if args.subset:
+            root = make_subset(root, args.subset)
+            name = root.name
         docs, queries = peers.load_beir(root)
         qrels = load_qrels(root)
         queries = {q: t for q, t in queries.items() if q in qrels}
@@ -519,8 +552,9 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 peers_out["bm25s"] = r
             log(f"[{name}] bm25s: {json.dumps({k: v for k, v in peers_out['bm25s'].items() if k != 'latency_ms'})}")
-            r = peers.run_arara(root, CACHE / f"arara-{name}.json", refresh=args.refresh_peers,
-                                timeout=args.arara_timeout)
+            r = ({"error": "not run (--no-arara)"} if args.no_arara else
+                 peers.run_arara(root, CACHE / f"arara-{name}.json", refresh=args.refresh_peers,
+                                 timeout=args.arara_timeout))
             if "error" not in r:
                 m = clean(evaluate(qrels, from_scored(r["run"])))
                 peers_out["arara"] = {"system": r["system"], **m,

@@ -1,6 +1,6 @@
 """Print the Markdown tables of docs/benchmarks-quality.md from bench/quality.py results.
 
-    /tmp/venv/bin/python bench/quality_tables.py bench/results/quality.json [more.json ...]
+    python bench/quality_tables.py bench/results/quality.json [more.json ...]
 """
 
 from __future__ import annotations
@@ -15,7 +15,10 @@ def main_table(res: dict[str, Any]) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for name, ds in res["datasets"].items():
         g = ds["guaipeca"]
-        for mode in ("keyword", "dense", "hybrid"):
+        for mode in ("keyword", "dense", "hybrid", "hybrid+rerank", "hybrid+toc",
+                     "hybrid+rerank+toc"):
+            if mode not in g["modes"]:
+                continue
             m, lat = g["modes"][mode], g["latency_ms_top10"][mode]
             print(f"| {name} | Guaipeca | {mode} | {m['ndcg@10']:.3f} | {m['recall@100']:.3f} | "
                   f"{m['mrr@10']:.3f} | {lat['p50']:.1f} | {lat['p95']:.1f} | {lat['p99']:.1f} |")
@@ -30,6 +33,15 @@ def main_table(res: dict[str, Any]) -> None:
             lat = p["latency_ms"]
             print(f"| {name} | {label} | {mode} | {p['ndcg@10']:.3f} | {p['recall@100']:.3f} | "
                   f"{p['mrr@10']:.3f} | {lat['p50']:.1f} | {lat['p95']:.1f} | {lat['p99']:.1f} |")
+
+
+def structure_table(res: dict[str, Any]) -> None:
+    print("| dataset | what the top 10 returns | nDCG@10 | MRR@10 | characters returned (mean) |")
+    print("|---|---|---|---|---|")
+    for name, ds in res["datasets"].items():
+        for label, m in ds["guaipeca"].get("structure", {}).items():
+            print(f"| {name} | {label} | {m['ndcg@10']:.3f} | {m['mrr@10']:.3f} | "
+                  f"{m['mean_chars_top10']:,.0f} |")
 
 
 def index_table(res: dict[str, Any]) -> None:
@@ -67,6 +79,8 @@ def main() -> None:
         res = json.load(open(path))
         print(f"\n## {path}\n")
         main_table(res)
+        print()
+        structure_table(res)
         print()
         index_table(res)
         print()

@@ -352,13 +352,14 @@ def worker(scale: int, n_queries: int, after_write: int) -> dict[str, Any]:
         index = Index(path, embedder=inner, settings=engine_settings(scan))
         out.setdefault("open_seconds", round(time.perf_counter() - t0, 3))
         rss_open = rss_open or proc_status()["VmRSS"]
+        # rerank is passed every time: its default changed between versions.
         plan: list[tuple[str, str, dict[str, Any]]] = [
-            ("dense", "dense", {}),
-            ("hybrid", "hybrid", {}),
+            ("dense", "dense", {"rerank": False}),
+            ("hybrid", "hybrid", {"rerank": False}),
         ]
         if scan in (None, "exact"):
             plan = [
-                ("keyword", "keyword", {}),
+                ("keyword", "keyword", {"rerank": False}),
                 *plan,
                 ("hybrid+rerank", "hybrid", {"rerank": True}),
             ]
@@ -386,6 +387,7 @@ def worker(scale: int, n_queries: int, after_write: int) -> dict[str, Any]:
         index.close()
     # Writes and sizes with the default settings (dense_scan "auto" when it exists).
     index = Index(path, embedder=inner, settings=engine_settings(None))
+    out["search_settings"] = index.settings.search.model_dump()
     out["after_write"] = first_search_after_write(index, queries, after_write)
     out["after_write"]["dense_scan"] = index.settings.search.model_dump().get("dense_scan")
     log(f"[scale {scale}] after write: {json.dumps(out['after_write'])}")
@@ -424,7 +426,7 @@ def worker(scale: int, n_queries: int, after_write: int) -> dict[str, Any]:
 
 
 def first_search_after_write(index: Any, queries: list[str], rounds: int) -> dict[str, Any]:
-    """Hybrid latency of the first (and second) search right after adding one document, next
+    """Hybrid latency (no rerank) of the first and second search after adding one document, next
     to the usual latency: the same queries searched ``rounds`` times with no write between.
     Doc ids are fixed and texts carry a nonce: each add is a real write (a replace) and the
     index does not grow from run to run."""
@@ -433,7 +435,7 @@ def first_search_after_write(index: Any, queries: list[str], rounds: int) -> dic
     usual, first, second, add_ms = [], [], [], []
     for q in picks:
         t = time.perf_counter()
-        index.search(q, top_k=10, mode="hybrid")
+        index.search(q, top_k=10, mode="hybrid", rerank=False)
         usual.append((time.perf_counter() - t) * 1000)
     for j, q in enumerate(picks):
         text = f"# After write {j}\n\nA new note {nonce} number {j}: {q}"
@@ -442,7 +444,7 @@ def first_search_after_write(index: Any, queries: list[str], rounds: int) -> dic
         add_ms.append((time.perf_counter() - t) * 1000)
         for store, query in ((first, q), (second, picks[(j + 1) % len(picks)])):
             t = time.perf_counter()
-            index.search(query, top_k=10, mode="hybrid")
+            index.search(query, top_k=10, mode="hybrid", rerank=False)
             store.append((time.perf_counter() - t) * 1000)
     u, a = float(np.median(usual)), float(np.median(first))
     return {
@@ -562,15 +564,22 @@ def charts(result: dict[str, Any], img: Path) -> list[str]:
         return []
     img.mkdir(parents=True, exist_ok=True)
     xs = [r["disk"]["chunks"] for r in rows]
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    for key in rows[0]["latency_ms"]:
-        ax.plot(xs, [r["latency_ms"][key]["p50"] for r in rows], marker="o", label=key)
-    ax.set_xscale("log")
-    ax.set_xlabel("chunks in the index")
-    ax.set_ylabel("p50 latency (ms), top_k=10")
-    ax.set_title("Guaipeca query latency vs index size (query embedding included)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), sharex=True)
+    for ax, field, what in (
+        (axes[0], "p50", "wall-clock p50 (ms)"),
+        (axes[1], "cpu_ms_p50", "CPU time per query, p50 (ms)"),
+    ):
+        for key in rows[0]["latency_ms"]:
+            ys = [r["latency_ms"][key].get(field) for r in rows]
+            if None not in ys:
+                ax.plot(xs, ys, marker="o", label=key)
+        ax.set_xscale("log")
+        ax.set_xlabel("chunks in the index")
+        ax.set_ylabel(what)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Guaipeca search latency vs index size (top_k=10, query embedding included)")
     fig.tight_layout()
     lat_png = img / "speed-latency.png"
     fig.savefig(lat_png, dpi=110)
@@ -599,7 +608,8 @@ def charts(result: dict[str, Any], img: Path) -> list[str]:
     ax2.set_ylim(bottom=0)
     h1, l1 = ax1.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
-    ax1.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper left")
+    ax1.set_ylim(bottom=0)
+    ax1.legend(h1 + h2, l1 + l2, fontsize=8, loc="lower right")
     ax1.set_title("Disk bytes per chunk and memory vs index size")
     fig.tight_layout()
     foot_png = img / "speed-footprint.png"
@@ -752,7 +762,8 @@ def main(argv: list[str] | None = None) -> int:
         out_path.write_text(json.dumps(result, indent=1))
 
     if args.skip_indexing and "indexing" in previous:
-        result["indexing"] = previous["indexing"] | {"reused_from": previous.get("started")}
+        origin = previous["indexing"].get("reused_from", previous.get("started"))
+        result["indexing"] = previous["indexing"] | {"reused_from": origin}
     else:
         result["indexing"] = indexing_speed(args.sample)
     save()

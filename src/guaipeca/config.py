@@ -236,7 +236,7 @@ class EmbeddingSettings(_Frozen):
     query_prefix: str = Field("", description="text put before every query (e.g. 'query: ')")
     passage_prefix: str = Field("", description="text put before every passage (e.g. 'passage: ')")
     preprocess: bool = Field(
-        True, description="embed heading path + the start of a chunk instead of all of it"
+        False, description="embed heading path + the start of a chunk instead of all of it"
     )
     preprocess_chars: int = Field(
         500, ge=50, le=20_000, description="characters of the chunk embedded when preprocessing"
@@ -288,7 +288,7 @@ class SearchSettings(_Frozen):
     toc_boost: float = Field(
         0.1, ge=0, le=100, description="toc_rerank weight of the query terms in the heading path"
     )
-    rerank: bool = Field(False, description="rerank the fused candidates before the top_k cut")
+    rerank: bool = Field(True, description="rerank the fused candidates before the top_k cut")
     top_k_before: int = Field(50, ge=1, le=10_000, description="candidates handed to the reranker")
 
 

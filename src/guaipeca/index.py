@@ -500,8 +500,9 @@ class Index:
     ) -> list[Hit]:
         """Search the corpora; returns up to ``top_k`` hits, best first.
 
-        ``rerank`` (default ``search.rerank``) re-orders the best ``top_k_before`` fused
-        candidates (default ``search.top_k_before``) by query-term coverage and proximity;
+        ``rerank`` (default ``search.rerank``, which applies to hybrid searches) re-orders the
+        best ``top_k_before`` candidates (default ``search.top_k_before``) by query-term
+        coverage and proximity;
         ``toc_rerank`` (default ``search.toc_rerank``) also favours chunks whose heading path
         holds the query's terms. ``top_k`` is the count after reranking.
 
@@ -548,7 +549,9 @@ class Index:
             weight = self._weights.get(store.name, 1.0)
             scored.extend((score * weight, store.name, pk, parts[pk]) for pk, score in fused)
         scored.sort(key=lambda t: (-t[0], t[1], t[2]))
-        do_rerank = s.rerank if rerank is None else rerank
+        # The configured default reranks fused (hybrid) lists; a single retriever's list keeps
+        # its own scores (cosine, BM25) unless the caller asks for reranking explicitly.
+        do_rerank = (s.rerank and mode == "hybrid") if rerank is None else rerank
         do_toc = s.toc_rerank if toc_rerank is None else toc_rerank
         if (do_rerank or do_toc) and scored:
             before = s.top_k_before if top_k_before is None else top_k_before
@@ -587,13 +590,16 @@ class Index:
             total, freqs = store.lexical.doc_freqs(terms[name])
             idf[name] = {t: bm25_idf(max(total, df), df) for t, df in freqs.items()}
         analyse = {name: self._corpora[name].analyzer.tokens for name in pks_by_corpus}
+        # Rerank on the fused scores before corpus weights, then weigh the result: a corpus
+        # of weight 0 stays at 0 however well its chunks cover the query.
+        weight = {name: self._weights.get(name, 1.0) for name in pks_by_corpus}
         candidates = []
         for score, name, pk, parts in head:
             row = rows.get((name, pk))
             candidates.append(
                 Candidate(
                     key=(name, pk, parts),
-                    score=score,
+                    score=score / weight[name] if weight[name] > 0 else 0.0,
                     tokens=analyse[name](row.text) if row and lexical else (),
                     idf=idf[name],
                     heading_tokens=frozenset(analyse[name](" ".join(row.heading_path)))
@@ -601,27 +607,26 @@ class Index:
                     else frozenset(),
                 )
             )
+        best = max(c.score for c in candidates)
+        best = best if best > 0 else 1.0
         # One query may span corpora of different languages; the terms differ per corpus,
         # so rerank each candidate against its own corpus's analysed query.
-        reranked: list[tuple[tuple[str, int, ScoreParts], float]] = []
+        reranked: list[tuple[float, str, int, ScoreParts]] = []
         for name in pks_by_corpus:
-            reranked.extend(
-                lexical_rerank(
-                    terms[name],
-                    [c for c in candidates if c.key[0] == name],
-                    coverage_weight=s.rerank_coverage if lexical else 0.0,
-                    proximity_weight=s.rerank_proximity if lexical else 0.0,
-                    heading_weight=s.toc_boost if toc else 0.0,
-                    best=head[0][0],
-                )
-            )
-        top = head[0][0] if head[0][0] > 0 else 1.0
-        reranked.sort(key=lambda kv: -kv[1])
-        out = [
-            (value * top, name, pk, dataclasses.replace(parts, rerank=value))
-            for (name, pk, parts), value in reranked
-        ]
-        return out + tail
+            for (_, pk, parts), value in lexical_rerank(
+                terms[name],
+                [c for c in candidates if c.key[0] == name],
+                coverage_weight=s.rerank_coverage if lexical else 0.0,
+                proximity_weight=s.rerank_proximity if lexical else 0.0,
+                heading_weight=s.toc_boost if toc else 0.0,
+                best=best,
+            ):
+                # value * best >= the unweighted fused score, so after weighting every
+                # reranked score stays at or above the tail's (weighted, fused) scores.
+                final = value * best * weight[name]
+                reranked.append((final, name, pk, dataclasses.replace(parts, rerank=value)))
+        reranked.sort(key=lambda t: (-t[0], t[1], t[2]))
+        return reranked + tail
 
     def _grouped(
         self,

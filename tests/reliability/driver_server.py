@@ -91,6 +91,9 @@ def build(root: Path, chunks: int) -> None:
 
 
 def serve(root: Path, port: int) -> None:
+    # Under ulimit -v every thread's stack reservation counts (8 MiB each by default); a
+    # worker thread needs far less. See docs/reliability.md, memory pressure.
+    threading.stack_size(2 * 1024 * 1024)
     loaded = _settings(root)
     index = Index(
         root / "data" / "index", embedder=BulkEmbedder(), settings=loaded.settings.engine()

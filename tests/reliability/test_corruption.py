@@ -233,7 +233,7 @@ def test_unreproducible_vectors_are_refused_with_the_repair(
     shutil.copytree(source, path)
     _truncate(0.4)(path / VECTORS)
     _delete(path / BACKUP)
-    changed = EngineSettings.model_validate({"embedding": {"preprocess": False}})
+    changed = EngineSettings.model_validate({"embedding": {"preprocess": True}})
     with Index(path, embedder=HashingEmbedder(), settings=changed) as index:
         assert "default" in index.broken_corpora
         assert "guaipeca index --force" in index.broken_corpora["default"]

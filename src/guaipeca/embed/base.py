@@ -64,7 +64,7 @@ def embedding_input(
 ) -> str:
     """The string a chunk is embedded as (SPEC §3.5); the stored chunk text never changes.
 
-    With ``preprocess`` (the default) it is the heading path joined by ``" > "`` on its own
+    With ``preprocess`` it is the heading path joined by ``" > "`` on its own
     line, then ``context`` when given (neighbour text added by ``chunking.overlap``, §3.3),
     then the first ``max_chars`` characters of ``text`` — cut back to a word boundary when
     one lies in the last 20% of that budget, so the model never sees half a word. Without
