@@ -288,7 +288,7 @@ class SearchSettings(_Frozen):
     toc_boost: float = Field(
         0.1, ge=0, le=100, description="toc_rerank weight of the query terms in the heading path"
     )
-    rerank: bool = Field(True, description="rerank the fused candidates before the top_k cut")
+    rerank: bool = Field(False, description="rerank the fused candidates before the top_k cut")
     top_k_before: int = Field(50, ge=1, le=10_000, description="candidates handed to the reranker")
 
 

@@ -4,6 +4,8 @@ README's quick start blocks that scripts/readme_check runs in CI."""
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
 import anyio
@@ -34,3 +36,22 @@ def test_the_browser_screenshots_are_checked_in(name: str) -> None:
     picture = REPO / "docs" / "screenshots" / name
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert picture.stat().st_size > 10_000
+
+
+def test_the_readme_quick_start_is_marked_for_the_literal_check() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^<!-- readme-test -->\n```bash\n(.*?)^```", readme, flags=re.M | re.S)
+    assert len(blocks) >= 2
+    script = "\n".join(blocks)
+    for step in ("pip install", "guaipeca index", "guaipeca serve --transport http", "/mcp"):
+        assert step in script, step
+    printed = subprocess.run(
+        ["bash", str(REPO / "scripts" / "readme_check"), "--print"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert blocks[0].strip() in printed
+    syntax = subprocess.run(["bash", "-n"], input=printed, capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr
