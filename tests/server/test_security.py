@@ -239,17 +239,17 @@ def jwt_token(claims: dict[str, Any], key: str = JWT_SECRET, algorithm: str = "H
 
 
 @pytest.mark.parametrize(
-    ("token", "status", "error"),
+    ("make_token", "status", "error"),
     [
-        (jwt_token({"sub": "alice", "exp": int(time.time()) + 600}), 200, None),
-        (jwt_token({"id": "openwebui-user-7"}), 200, None),  # OpenWebUI: `id`, no `exp`
-        (jwt_token({"sub": "alice", "exp": int(time.time()) - 60}), 401, "token expired"),
-        (jwt_token({"sub": "alice"}, key=JWT_SECRET[::-1]), 401, None),
-        (jwt_token({"sub": "alice"}, algorithm="HS512"), 401, None),
-        (jwt.encode({"sub": "alice"}, "", algorithm="none"), 401, None),
-        (jwt_token({"sub": "alice", "nbf": int(time.time()) + 600}), 401, None),
-        (jwt_token({"sub": "alice"})[:-4] + "AAAA", 401, None),  # tampered signature
-        ("not.a.jwt", 401, None),
+        (lambda: jwt_token({"sub": "alice", "exp": int(time.time()) + 600}), 200, None),
+        (lambda: jwt_token({"id": "openwebui-user-7"}), 200, None),  # OpenWebUI: `id`, no `exp`
+        (lambda: jwt_token({"sub": "alice", "exp": int(time.time()) - 60}), 401, "token expired"),
+        (lambda: jwt_token({"sub": "alice"}, key=JWT_SECRET[::-1]), 401, None),
+        (lambda: jwt_token({"sub": "alice"}, algorithm="HS512"), 401, None),
+        (lambda: jwt.encode({"sub": "alice"}, "", algorithm="none"), 401, None),
+        (lambda: jwt_token({"sub": "alice", "nbf": int(time.time()) + 600}), 401, None),
+        (lambda: jwt_token({"sub": "alice"})[:-4] + "AAAA", 401, None),  # tampered signature
+        (lambda: "not.a.jwt", 401, None),
     ],
     ids=[
         "valid",
@@ -263,8 +263,12 @@ def jwt_token(claims: dict[str, Any], key: str = JWT_SECRET, algorithm: str = "H
         "garbage",
     ],
 )
-def test_jwt(anon: httpx2.Client, token: str, status: int, error: str | None) -> None:
-    response = anon.get("/tools", headers=bearer(token))
+def test_jwt(
+    anon: httpx2.Client, make_token: Callable[[], str], status: int, error: str | None
+) -> None:
+    # Tokens are made when the test runs, not at collection: "valid" and "not yet valid" are
+    # relative to now, and a long suite would otherwise age them past their 600 s.
+    response = anon.get("/tools", headers=bearer(make_token()))
     assert response.status_code == status
     if status == 401:
         assert response.json() == {"error": error or "invalid token"}
