@@ -663,3 +663,23 @@ def test_arbitrary_text_can_be_indexed(texts: list[str]) -> None:
         tokens = ENGLISH.tokens(text)
         if tokens:
             assert index.search(text, len(texts)), text
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=80))
+def test_term_spans_give_the_tokens_with_their_place_in_the_text(text: str) -> None:
+    analyzer = Analyzer("english")
+    spans = analyzer.term_spans(text)
+    assert all(0 <= start < end <= len(text) for start, end, _ in spans)
+    if text.isascii():
+        # One pass over ASCII: exactly the tokens, each from its own span.
+        assert [term for _, _, term in spans] == analyzer.tokens(text)
+        assert all(analyzer.tokens(text[s:e]) == [t] for s, e, t in spans)
+    else:
+        # Word by word elsewhere: every term comes from the word its span covers.
+        assert all(t in analyzer.tokens(text[s:e]) for s, e, t in spans)
+
+
+def test_term_spans_rejects_non_strings() -> None:
+    with pytest.raises(InvalidArgumentError):
+        Analyzer("english").term_spans(b"bytes")  # type: ignore[arg-type]

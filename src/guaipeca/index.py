@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import agentic
+from ._memory import trim_c_heap
 from .chunk import canonicalize, chunk_text
 from .config import EngineSettings
 from .embed import CachedEmbedder, Embedder, QueryCache, default_embedder, embedding_input
@@ -764,7 +765,7 @@ class Index:
             analyzer = self._corpora[h.corpus].analyzer
             if h.corpus not in terms:
                 terms[h.corpus] = set(analyzer.tokens(query))
-            snippet = make_snippet(h.text, terms[h.corpus], analyzer.tokens, width=width)
+            snippet = make_snippet(h.text, terms[h.corpus], analyzer.term_spans, width=width)
             out.append(dataclasses.replace(h, snippet=snippet))
         return out
 
@@ -875,6 +876,15 @@ class Index:
         return found[0]
 
     # -- lifecycle ---------------------------------------------------------------------
+    def release_memory(self) -> None:
+        """Shrink resident memory while idle: vector pages mapped by earlier searches are
+        unmapped (the OS keeps them cached, so the next search re-maps them in a few ms)
+        and the C heap returns its free pages to the OS. Safe while other threads search.
+        """
+        for corpus in list(self._corpora.values()):
+            corpus.release_memory()
+        trim_c_heap()
+
     def close(self) -> None:
         for corpus in self._corpora.values():
             corpus.close()

@@ -105,6 +105,9 @@ _DIACRITICS_RE: Final = re.compile(
 # ASCII text has no combining marks, and this simpler pattern runs ~2x faster than the
 # marks-aware one.
 _ASCII_WORD_RE: Final = re.compile(r"[^\W\d_]+|\d+")
+# Word runs for locating terms in non-ASCII text; each run is then analysed on its own.
+_ANY_WORD_RE: Final = re.compile(r"\w+", re.UNICODE)
+_NON_ASCII_STRETCH_RE: Final = re.compile(r"\w*[^\x00-\x7f]\w*", re.UNICODE)
 
 
 @functools.cache
@@ -239,6 +242,45 @@ class Analyzer:
         except KeyError:
             found = self._analyse_new(words, cache)
         return [t for t in found if t]
+
+    def term_spans(self, text: str) -> list[tuple[int, int, str]]:
+        """Each index term of ``text`` with the character span ``[start, end)`` it came from.
+
+        The terms are those of :meth:`tokens`, in order; snippets use the spans to mark
+        matches. ASCII text is scanned once (lower-casing keeps offsets); other text is
+        analysed word by word, because normalisation can change its length.
+        """
+        if not isinstance(text, str):
+            raise InvalidArgumentError(f"text must be a string, not {type(text).__name__}")
+        if text.isascii():
+            return self._ascii_spans(text, 0)
+        # Accented text is mostly ASCII: only the stretches holding a non-ASCII character
+        # (with the word runs around it) are analysed word by word; the rest in one pass.
+        spans: list[tuple[int, int, str]] = []
+        cursor = 0
+        for stretch in _NON_ASCII_STRETCH_RE.finditer(text):
+            spans.extend(self._ascii_spans(text[cursor : stretch.start()], cursor))
+            for m in _ANY_WORD_RE.finditer(text, stretch.start(), stretch.end()):
+                spans.extend((m.start(), m.end(), term) for term in self.tokens(m.group()))
+            cursor = stretch.end()
+        spans.extend(self._ascii_spans(text[cursor:], cursor))
+        return spans
+
+    def _ascii_spans(self, text: str, offset: int) -> list[tuple[int, int, str]]:
+        matches = list(_ASCII_WORD_RE.finditer(text.lower()))
+        if not matches:
+            return []
+        words = [m.group() for m in matches]
+        cache = self._cache
+        try:
+            found = [cache[w] for w in words]
+        except KeyError:
+            found = self._analyse_new(words, cache)
+        return [
+            (offset + m.start(), offset + m.end(), t)
+            for m, t in zip(matches, found, strict=True)
+            if t
+        ]
 
     def _analyse_new(self, words: list[str], cache: dict[str, str]) -> list[str]:
         new = [w for w in dict.fromkeys(words) if w not in cache]

@@ -125,6 +125,10 @@ class CorpusStore(Protocol):
 
     def stats(self) -> CorpusStats: ...
 
+    def release_memory(self) -> None:
+        """Give back memory that the next search can rebuild cheaply (mapped pages)."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -175,6 +175,7 @@ class Corpus:
             else:
                 problem = self._damage(vectors.rows(), live, high_water)
                 if problem is None:
+                    vectors.release()  # the check read every row; searches need few
                     return vectors
                 vectors.close()
         return self._restore_vectors(path, live, high_water, problem)
@@ -657,6 +658,8 @@ class Corpus:
         if snap.signs is not None and len(snap.signs) >= high_water:
             return snap.signs
         signs = pack_signs(rows[:high_water])
+        if isinstance(self._vectors, FileVectors):
+            self._vectors.release()  # packing read every row; the prefilter needs few
         with self._snap_lock:
             if self._snap is snap:
                 self._snap = dataclasses.replace(snap, signs=signs)
@@ -692,6 +695,11 @@ class Corpus:
             catalog_bytes=self.catalog.size_bytes(),
             lexical_bytes=self.lexical.size_bytes(),
         )
+
+    def release_memory(self) -> None:
+        """Unmap the vector pages read so far (they stay in the OS page cache)."""
+        if isinstance(self._vectors, FileVectors):
+            self._vectors.release()
 
     def close(self) -> None:
         self.lexical.close()

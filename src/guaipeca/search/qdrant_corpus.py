@@ -667,6 +667,9 @@ class QdrantCorpus:
             lexical_bytes=0,
         )
 
+    def release_memory(self) -> None:
+        """Nothing mapped here: the vectors live in Qdrant."""
+
     def close(self) -> None:
         """Nothing to release per corpus: the backend owns the client."""
 

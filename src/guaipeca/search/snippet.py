@@ -2,42 +2,47 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 
 __all__ = ["make_snippet"]
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 def make_snippet(
     text: str,
     query_terms: set[str],
-    analyze: Callable[[str], Sequence[str]],
+    term_spans: Callable[[str], Sequence[tuple[int, int, str]]],
     *,
     width: int = 240,
 ) -> str:
     """Pick the ``width``-character window holding the most distinct query terms.
 
-    ``analyze`` maps one word to its index terms (stemmed, stopwords dropped), the same
-    function the lexical index uses, so "running" in the text matches "runs" in the query.
-    Without matches the snippet is the chunk's opening.
+    ``term_spans`` maps a text to its index terms (stemmed, stopwords dropped) with their
+    character spans — the lexical index's own analysis (``Analyzer.term_spans``), so
+    "running" in the text matches "runs" in the query. A match is marked as the whole word
+    around it. Without matches the snippet is the chunk's opening.
     """
     flat = " ".join(text.split())
     if not flat:
         return ""
     matches: list[tuple[int, int, str]] = []
     if query_terms:
-        seen: dict[str, Sequence[str]] = {}  # words repeat: analyse each distinct one once
-        for m in _WORD.finditer(flat):
-            word = m.group()
-            terms = seen.get(word)
-            if terms is None:
-                terms = seen[word] = analyze(word)
-            for term in terms:
-                if term in query_terms:
-                    matches.append((m.start(), m.end(), term))
-                    break
+        last_end = -1
+        for start, end, term in term_spans(flat):
+            if term not in query_terms or start < last_end:
+                continue  # not asked for, or inside a word already marked
+            # Grow to the whole word: "covid" matched inside "covid19" marks "covid19".
+            while start > 0 and _is_word_char(flat[start - 1]):
+                start -= 1
+            while end < len(flat) and _is_word_char(flat[end]):
+                end += 1
+            if start < last_end:
+                continue
+            matches.append((start, end, term))
+            last_end = end
     if not matches:
         return flat[:width] + ("…" if len(flat) > width else "")
     # Slide over the matches: the window starting at each match, scored by distinct terms.

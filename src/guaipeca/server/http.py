@@ -17,11 +17,12 @@ auth, session owner (binds MCP sessions to the identity), rate limit, body size 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import FrameType
@@ -420,6 +421,8 @@ class _InFlight:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self.count = 0
+        self.finished = 0  # requests done so far
+        self.last_done = time.monotonic()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or (scope["method"] == "GET" and scope["path"] in self.STREAMS):
@@ -430,6 +433,43 @@ class _InFlight:
             await self.app(scope, receive, send)
         finally:
             self.count -= 1
+            self.finished += 1
+            self.last_done = time.monotonic()
+
+
+class _IdleTrim:
+    """Gives memory back once the server has been idle for ``seconds`` (0: never).
+
+    Checked on uvicorn's 0.1 s tick; at most one trim per quiet spell (and one after
+    startup), run in a worker thread so the event loop never waits for it.
+    """
+
+    def __init__(self, in_flight: _InFlight, release: Callable[[], None], seconds: float):
+        self.in_flight = in_flight
+        self.release = release
+        self.seconds = seconds
+        self.trims = 0  # trims started, for tests and logs
+        self._trimmed_after: int | None = None  # in_flight.finished at the last trim
+        self._task: asyncio.Task[None] | None = None
+
+    def tick(self) -> None:
+        quiet = time.monotonic() - self.in_flight.last_done
+        if (
+            self.seconds > 0
+            and self.in_flight.count == 0
+            and self._trimmed_after != self.in_flight.finished
+            and quiet >= self.seconds
+            and (self._task is None or self._task.done())
+        ):
+            self._trimmed_after = self.in_flight.finished
+            self.trims += 1
+            self._task = asyncio.ensure_future(asyncio.to_thread(self._release))
+
+    def _release(self) -> None:
+        try:
+            self.release()
+        except Exception:  # a failed trim must never take the server down
+            log.exception("releasing idle memory failed")
 
 
 class _DrainingServer(uvicorn.Server):
@@ -442,10 +482,17 @@ class _DrainingServer(uvicorn.Server):
     streamed answers of tool calls still running. A second signal skips the drain.
     """
 
-    def __init__(self, config: uvicorn.Config, in_flight: _InFlight, drain_seconds: float):
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        in_flight: _InFlight,
+        drain_seconds: float,
+        idle_trim: _IdleTrim | None = None,
+    ):
         super().__init__(config)
         self.in_flight = in_flight
         self.drain_seconds = drain_seconds
+        self.idle_trim = idle_trim
         self._drain: tuple[int, float] | None = None  # the signal, the deadline
         self.stopped_by: list[int] = []  # the signals that stopped it
         self._listening = True
@@ -468,6 +515,8 @@ class _DrainingServer(uvicorn.Server):
                 self._captured_signals.clear()
 
     async def on_tick(self, counter: int) -> bool:
+        if self.idle_trim is not None and self._drain is None:
+            self.idle_trim.tick()
         if self._drain is not None and not self.should_exit:
             sig, deadline = self._drain
             if self._listening:
@@ -510,7 +559,10 @@ def make_server(
         # After the drain only streams remain, and they end at once.
         timeout_graceful_shutdown=5,
     )
-    return _DrainingServer(config, in_flight, graceful_timeout)
+    idle_trim = _IdleTrim(
+        in_flight, service.index.release_memory, service.settings.server.idle_trim_seconds
+    )
+    return _DrainingServer(config, in_flight, graceful_timeout, idle_trim)
 
 
 async def serve_http(service: Service, host: str, port: int) -> None:

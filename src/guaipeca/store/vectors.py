@@ -9,6 +9,7 @@ it); ``compact`` writes a new file and the catalog switches to it in its commit.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import struct
 import threading
@@ -134,6 +135,21 @@ class FileVectors:
 
     def capacity(self) -> int:
         return len(self._map)
+
+    def release(self) -> None:
+        """Drop this process's mapping of the pages read so far; they stay in the OS page
+        cache, so the next read is a minor fault, not disk I/O.
+
+        Called after a whole-file pass (the damage check at open), which would otherwise
+        leave every row counted in the process's resident memory (146 MB at 100k chunks)
+        although a binary-prefiltered search touches only a few thousand rows.
+        """
+        with self._lock:
+            raw = getattr(self._map, "_mmap", None)  # numpy.memmap keeps its mmap.mmap here
+            if raw is not None and hasattr(mmap, "MADV_DONTNEED"):
+                # A shared file mapping: written rows are already in the page cache, so
+                # dropping the mapping loses nothing.
+                raw.madvise(mmap.MADV_DONTNEED)
 
     def write(self, slots: npt.NDArray[np.int64], vectors: F32) -> None:
         if len(slots) == 0:
