@@ -683,3 +683,31 @@ def test_term_spans_give_the_tokens_with_their_place_in_the_text(text: str) -> N
 def test_term_spans_rejects_non_strings() -> None:
     with pytest.raises(InvalidArgumentError):
         Analyzer("english").term_spans(b"bytes")  # type: ignore[arg-type]
+
+
+def test_merges_land_after_each_write_so_segments_stay_few(tmp_path: Path) -> None:
+    lx = LexicalIndex(tmp_path / "lex", ENGLISH)
+    for key in range(30):  # one commit per chunk: a segment each, until merges fold them
+        lx.add([(key, f"chunk number {key}")])
+        lx.commit()
+        lx.release_writer()
+    # The log merge policy folds every 8 small segments into one.
+    assert lx.segment_count() < 8
+    assert lx.count() == 30
+    lx.close()
+
+
+def test_replacing_one_chunk_documents_does_not_pile_up_segments(tmp_path: Path) -> None:
+    # A replaced one-chunk document empties its segment; committed together with the new
+    # chunk, that used to make tantivy throw every merge away.
+    from guaipeca import Index
+    from guaipeca.embed import HashingEmbedder
+
+    with Index(tmp_path / "index", embedder=HashingEmbedder()) as index:
+        for round_ in range(4):
+            for i in range(10):
+                index.add_documents({f"doc{i}": f"# Doc {i}\n\nversion {round_} of note {i}"})
+        lexical = index._corpora["default"].lexical
+        assert lexical.segment_count() <= 8  # was one per document (10) before the fix
+        assert lexical.count() == 10
+        assert [h.doc_id for h in index.search("version 3 note 7", top_k=1)] == ["doc7"]

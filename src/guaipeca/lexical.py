@@ -449,6 +449,7 @@ class LexicalIndex:
             else _open_on_disk(self._path, self._schema, analyzer.language)
         )
         self._writer: tantivy.IndexWriter | None = None
+        self._staged = False  # writes added, deleted or cleared since the last commit
         self._write_lock = threading.Lock()
 
     # -- properties -------------------------------------------------------------------------
@@ -501,6 +502,7 @@ class LexicalIndex:
         """
         with self._write_lock:
             writer = self._get_writer()
+            self._staged = True
             for item in items:
                 try:
                     key, text = item
@@ -527,6 +529,7 @@ class LexicalIndex:
             return
         with self._write_lock:
             writer = self._get_writer()
+            self._staged = True
             # One delete-by-query for the whole batch. (tantivy-py 0.27's
             # delete_documents_by_term silently deletes nothing on an unsigned field: it
             # builds a signed-integer term from the Python int.)
@@ -541,6 +544,7 @@ class LexicalIndex:
         """
         with self._write_lock:
             self._get_writer().delete_all_documents()
+            self._staged = True
 
     def commit(self) -> None:
         """Make staged writes durable and visible to searches started after it returns."""
@@ -548,6 +552,7 @@ class LexicalIndex:
             index = self._live_index()
             if self._writer is not None:
                 self._writer.commit()
+            self._staged = False
             # Explicit reload: the reader's own commit watcher reloads asynchronously, and a
             # caller that commits and then searches must see its own writes.
             index.reload()
@@ -566,6 +571,7 @@ class LexicalIndex:
             self._live_index()
             if self._writer is not None:
                 self._writer.rollback()
+            self._staged = False
 
     def optimize(self) -> None:
         """Commit, wait for running segment merges, and delete files no segment uses.
@@ -587,12 +593,21 @@ class LexicalIndex:
 
     def release_writer(self) -> None:
         """Give up tantivy's folder write lock after a commit, so another process (a CLI
-        ``index`` next to a running server) can write next. Staged writes are dropped."""
+        ``index`` next to a running server) can write next. Staged writes are dropped.
+
+        Waits for the segment merges the last commit started, and they land: merging here,
+        not behind the caller's back, keeps the CPU free for the searches that follow a write
+        and makes the segment layout depend only on the writes. (A rollback after a commit
+        would abort those merges: they then re-ran, and were thrown away, on every write.)
+        """
         with self._write_lock:
             writer, self._writer = self._writer, None
             if writer is not None:
-                writer.rollback()
+                if self._staged:
+                    writer.rollback()
+                    self._staged = False
                 writer.wait_merging_threads()
+        self._live_index().reload()
 
     def close(self) -> None:
         """Drop uncommitted writes, release the folder's write lock and close the index.
@@ -625,6 +640,10 @@ class LexicalIndex:
     def count(self) -> int:
         """The number of committed, non-deleted chunks."""
         return int(self._live_index().searcher().num_docs)
+
+    def segment_count(self) -> int:
+        """How many segments the committed index has (each search visits every one)."""
+        return int(self._live_index().searcher().num_segments)
 
     def size_bytes(self) -> int:
         """Bytes the index folder uses on disk (0 in RAM)."""

@@ -431,7 +431,15 @@ class Corpus:
                         pending += len(vec_slots)
                         txn.set_meta("vectors_since_backup", str(pending))
                     lexical_touched = True
-                    self.lexical.delete(deletes)
+                    if deletes:
+                        # Replaced chunks are deleted in a commit of their own: tantivy (0.27)
+                        # throws away a merge when a segment it merges lost all its documents
+                        # in the same commit (a replaced one-chunk document), so merges never
+                        # landed and segments piled up. The state marker stays dirty until
+                        # both commits are done, so a crash between them means a rebuild.
+                        self.lexical.delete(deletes)
+                        self.lexical.commit()
+                        self.lexical.release_writer()
                     self.lexical.add(adds)
                     self.lexical.commit()
                     generation = txn.generation
