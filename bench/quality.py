@@ -206,6 +206,21 @@ def fuse(dense: list[str], kw: list[str], *, k: float, wd: float, wb: float,
     return [(by_pk[p], s) for p, s in fused]
 
 
+def convex_fuse(q: str, dense: list[str], kw: list[str],
+                score_of: dict[tuple[str, str, str], float], alpha: float) -> list[str]:
+    """``alpha`` x min-max(cosine) + (1 - alpha) x min-max(BM25), best first."""
+    def normalised(mode: str, chunks: list[str]) -> dict[str, float]:
+        if not chunks:
+            return {}
+        values = [score_of[(q, mode, c)] for c in chunks]
+        lo, hi = min(values), max(values)
+        return {c: (v - lo) / (hi - lo) if hi > lo else 1.0 for c, v in zip(chunks, values)}
+    d, b = normalised("dense", dense), normalised("keyword", kw)
+    d_min, b_min = min(d.values(), default=0.0), min(b.values(), default=0.0)
+    fused = {c: alpha * d.get(c, d_min) + (1 - alpha) * b.get(c, b_min) for c in d.keys() | b.keys()}
+    return sorted(fused, key=lambda c: (-fused[c], pk(c)))
+
+
 def run_guaipeca(name: str, docs: dict[str, str], queries: dict[str, str],
                  qrels: dict[str, dict[str, int]], overrides: list[str],
                  log: Any, tuned: tuple[float, float, float] = (10.0, 1.5, 100)) -> dict[str, Any]:
@@ -269,6 +284,7 @@ def run_guaipeca(name: str, docs: dict[str, str], queries: dict[str, str],
     # 2. Per-retriever lists at depth 200, fetched once, fused offline.
     dense: dict[str, list[str]] = {}
     kw: dict[str, list[str]] = {}
+    score_of: dict[tuple[str, str, str], float] = {}  # (query, mode, chunk) -> its score
     doc_of: dict[str, str] = {}
     text_of: dict[str, str] = {}
     for q in qids:
@@ -278,6 +294,7 @@ def run_guaipeca(name: str, docs: dict[str, str], queries: dict[str, str],
             store[q] = [h.chunk_id for h in hits]
             for h in hits:
                 doc_of[h.chunk_id] = h.doc_id
+                score_of[(q, mode, h.chunk_id)] = h.score
                 text_of[h.chunk_id] = h.text
     s = settings.search
     default_cfg = {"rrf_k": s.rrf_k, "dense_weight": s.dense_weight,
@@ -362,6 +379,18 @@ def run_guaipeca(name: str, docs: dict[str, str], queries: dict[str, str],
     out["fusion_grid"] = grid
     best = max(grid, key=lambda g: g["ndcg@10"])
     log(f"[{name}] best fusion cell: {best}")
+    # 3b. Score fusion instead of rank fusion: a convex combination of min-max normalised
+    # cosine and BM25 over each list's top 100 (a chunk missing from one list gets that
+    # list's minimum), for comparison with RRF.
+    convex = []
+    for alpha in (0.2, 0.3, 0.4, 0.5, 0.6):
+        ranked = {q: docs_of(convex_fuse(q, dense[q][:100], kw[q][:100], score_of, alpha))
+                  for q in qids}
+        m = clean(evaluate(qrels, ranked))
+        convex.append({"dense_alpha": alpha, "ndcg@10": m["ndcg@10"],
+                       "recall@100": m["recall@100"]})
+    out["convex_fusion"] = convex
+    log(f"[{name}] convex score fusion: {json.dumps(convex)}")
     # 4. Lexical reranker prototype over the top 50 fused chunks, for the default fusion and
     # for the recommended one (--tuned K,BM25_WEIGHT,CANDIDATES).
     tk, twb, tdepth = tuned

@@ -87,6 +87,15 @@ class _Snapshot:
     # Sign bits of every slot's vector for the binary prefilter (search/binary.py); built on
     # the first binary scan, then kept up to date by this process's writes.
     signs: Signs | None = None
+    # Which slots hold a chunk, and how many: every dense scan needs them, so once per
+    # snapshot instead of once per search (~0.5 ms at 100k chunks).
+    live: npt.NDArray[np.bool_] = dataclasses.field(init=False, repr=False, compare=False)
+    live_count: int = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        live = self.slot_to_pk >= 0
+        object.__setattr__(self, "live", live)
+        object.__setattr__(self, "live_count", int(np.count_nonzero(live)))
 
 
 class Corpus:
@@ -638,12 +647,13 @@ class Corpus:
         rows = self._vectors.rows()
         high_water = len(snap.slot_to_pk)
         if not where and scan != "exact":
-            live = snap.slot_to_pk >= 0
-            count = int(np.count_nonzero(live))
+            count = snap.live_count
             if scan == "binary" or count >= BINARY_MIN_CHUNKS:
                 if count == 0:
                     return []
-                slots = prefilter(self._signs(snap, rows), query, live, candidate_count(n))
+                slots = prefilter(
+                    self._signs(snap, rows), query, snap.live, candidate_count(n), count
+                )
                 scores = rows[slots] @ query
                 return _top(snap.slot_to_pk[slots], np.asarray(scores, dtype=np.float64), n)
         if where:
@@ -652,8 +662,8 @@ class Corpus:
                 return []
             scores = rows[slots] @ query
         else:
-            live = snap.slot_to_pk >= 0
-            if not live.any():
+            live = snap.live
+            if snap.live_count == 0:
                 return []
             scores = rows[:high_water] @ query
             pks = snap.slot_to_pk
