@@ -182,13 +182,18 @@ def open_sse_session(client: httpx2.Client, headers: dict[str, str]) -> int:
         if stream.status_code != 200:
             stream.read()
             return stream.status_code
-        for line in stream.iter_lines():
+        # Keep the line iterator referenced until the POST is answered: a generator dropped
+        # after `break` is closed, which can close the stream, and the server then ends the
+        # session before the POST arrives (a flaky 404).
+        lines = stream.iter_lines()
+        for line in lines:
             if line.startswith("data:"):
                 endpoint = line[5:].strip()
                 break
         else:
             raise AssertionError("no endpoint event")
         posted = client.post(endpoint, headers=headers, json=initialize_request())
+        del lines
         return posted.status_code
 
 
