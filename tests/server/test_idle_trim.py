@@ -11,30 +11,9 @@ from pathlib import Path
 import httpx2
 
 from guaipeca import Index
-from guaipeca.config import LoadedSettings, parse_settings
 from guaipeca.embed import HashingEmbedder
-from guaipeca.server import Service
 from guaipeca.server.http import _IdleTrim, _InFlight, make_server
-
-
-def make_service(root: Path, idle_trim_seconds: float) -> Service:
-    docs = root / "docs"
-    docs.mkdir()
-    for i in range(50):
-        (docs / f"d{i}.md").write_text(f"# Doc {i}\n\nlaunch notes {i}\n", encoding="utf-8")
-    settings = parse_settings(
-        {
-            "corpora": [{"name": "docs", "path": str(docs)}],
-            "storage": {"data_dir": str(root / "data")},
-            "server": {"idle_trim_seconds": idle_trim_seconds},
-        },
-        env={},
-        cwd=root,
-    )
-    index = Index(root / "data" / "index", embedder=HashingEmbedder(), settings=settings.engine())
-    service = Service(index, LoadedSettings(settings, None, root / "data"))
-    service.reindex("docs")
-    return service
+from support_reliability import make_service
 
 
 def _mapped_kb(path: Path) -> int:
@@ -112,7 +91,7 @@ def test_trim_off_when_seconds_is_zero() -> None:
 
 
 def test_a_real_server_trims_after_requests_stop(tmp_path: Path) -> None:
-    service = make_service(tmp_path, 0.3)
+    service = make_service(tmp_path, {"idle_trim_seconds": 0.3})
     server = make_server(service, "127.0.0.1", 0)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -123,7 +102,7 @@ def test_a_real_server_trims_after_requests_stop(tmp_path: Path) -> None:
             time.sleep(0.05)
         port = server.servers[0].sockets[0].getsockname()[1]
         assert httpx2.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200
-        service.index.search("launch", top_k=3)  # maps vector pages in this process
+        service.index.search("document", top_k=3)  # maps vector pages in this process
         vectors = next((tmp_path / "data").rglob("vectors*.f32"))
         assert _mapped_kb(vectors) > 0
         started = server.idle_trim.trims if server.idle_trim else 0

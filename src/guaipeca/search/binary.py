@@ -69,19 +69,13 @@ def candidate_count(n: int) -> int:
 
 
 def prefilter(
-    signs: Signs,
-    query: npt.NDArray[np.float32],
-    live: npt.NDArray[np.bool_],
-    m: int,
-    live_count: int | None = None,
+    signs: Signs, query: npt.NDArray[np.float32], live: npt.NDArray[np.bool_], m: int
 ) -> npt.NDArray[np.int64]:
     """Slots (sorted) of the live rows whose Hamming distance to ``query`` is within the
-    ``m`` smallest, ties at the cut included. ``live_count``: the live rows among the first
-    ``len(signs)``, when the caller already knows it."""
+    ``m`` smallest, ties at the cut included."""
     dist = hamming(signs, query)
     dist[~live[: len(dist)]] = np.iinfo(np.uint16).max
-    if live_count is None or len(live) != len(dist):
-        live_count = int(np.count_nonzero(live[: len(dist)]))
+    live_count = int(np.count_nonzero(live[: len(dist)]))
     if m >= live_count:
         return np.flatnonzero(live[: len(dist)]).astype(np.int64)
     cut = np.partition(dist, m - 1)[m - 1]

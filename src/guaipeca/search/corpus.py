@@ -651,9 +651,7 @@ class Corpus:
             if scan == "binary" or count >= BINARY_MIN_CHUNKS:
                 if count == 0:
                     return []
-                slots = prefilter(
-                    self._signs(snap, rows), query, snap.live, candidate_count(n), count
-                )
+                slots = prefilter(self._signs(snap, rows), query, snap.live, candidate_count(n))
                 scores = rows[slots] @ query
                 return _top(snap.slot_to_pk[slots], np.asarray(scores, dtype=np.float64), n)
         if where:
@@ -676,8 +674,7 @@ class Corpus:
         if snap.signs is not None and len(snap.signs) >= high_water:
             return snap.signs
         signs = pack_signs(rows[:high_water])
-        if isinstance(self._vectors, FileVectors):
-            self._vectors.release()  # packing read every row; the prefilter needs few
+        self._vectors.release()  # packing read every row; the prefilter needs few
         with self._snap_lock:
             if self._snap is snap:
                 self._snap = dataclasses.replace(snap, signs=signs)
@@ -716,8 +713,7 @@ class Corpus:
 
     def release_memory(self) -> None:
         """Unmap the vector pages read so far (they stay in the OS page cache)."""
-        if isinstance(self._vectors, FileVectors):
-            self._vectors.release()
+        self._vectors.release()
 
     def close(self) -> None:
         self.lexical.close()

@@ -83,6 +83,9 @@ class MemoryVectors:
     def flush(self) -> None:
         return None
 
+    def release(self) -> None:
+        return None  # nothing mapped: the rows are the process's own memory
+
     def size_bytes(self) -> int:
         return 0
 
