@@ -33,10 +33,11 @@ from guaipeca.evaluate import (
     ranked,
     recall_at_k,
 )
+from support import SHARED_DATA
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
-SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir" / "scifact"
+SCIFACT = SHARED_DATA / "beir" / "scifact"
 METRICS = {"nDCG@10": "ndcg_cut_10", "Recall@100": "recall_100", "MRR@10": "recip_rank"}
 
 

@@ -21,6 +21,7 @@ from guaipeca.convert import (
     convert_file,
 )
 from guaipeca.errors import ConversionError, GuaipecaError
+from support import SHARED_DATA
 
 OFFICE = (".docx", ".pptx", ".xlsx")
 
@@ -408,7 +409,7 @@ def test_html_never_touches_the_network(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_pdf_dispatch_returns_pages(tmp_path: Path) -> None:
     pytest.importorskip("guaipeca.convert.pdf")
-    docs = Path(__file__).parents[3] / "shared" / "data" / "docs"
+    docs = SHARED_DATA / "docs"
     source = docs / "word365_structure.pdf"
     if not source.exists():
         if os.environ.get("CI"):

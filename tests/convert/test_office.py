@@ -19,8 +19,9 @@ import pytest
 from guaipeca.chunk import chunk_text
 from guaipeca.convert import Converted, convert_bytes, convert_file
 from guaipeca.errors import ConversionError
+from support import SHARED_DATA
 
-DOCS = Path(__file__).parents[3] / "shared" / "data" / "docs"
+DOCS = SHARED_DATA / "docs"
 MAX_SIZE = 1500
 
 

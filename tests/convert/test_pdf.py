@@ -10,17 +10,17 @@ import os
 import re
 import time
 from functools import cache
-from pathlib import Path
 
 import pytest
 
 from guaipeca.chunk import chunk_text
 from guaipeca.convert.pdf import PdfResult, convert_pdf
 from guaipeca.errors import ConversionError, InvalidArgumentError
+from support import SHARED_DATA
 
 pymupdf = pytest.importorskip("pymupdf")
 
-DOCS = Path(__file__).parents[3] / "shared" / "data" / "docs"
+DOCS = SHARED_DATA / "docs"
 
 FEDERAL = "federal-register-2020-17221.pdf"
 NICS = "nics-background-checks-2015-11.pdf"
