@@ -223,15 +223,20 @@ def convex_fuse(q: str, dense: list[str], kw: list[str],
 
 def run_guaipeca(name: str, docs: dict[str, str], queries: dict[str, str],
                  qrels: dict[str, dict[str, int]], overrides: list[str],
-                 log: Any, tuned: tuple[float, float, float] = (10.0, 1.5, 100)) -> dict[str, Any]:
+                 log: Any, tuned: tuple[float, float, float] = (10.0, 1.5, 100),
+                 plain_graph: bool = False) -> dict[str, Any]:
     from guaipeca import Index
     from guaipeca.embed import default_embedder
 
     settings = make_settings(overrides)
     key, key_parts = embedding_key(settings)
     base = default_embedder(threads=settings.embedding.threads,
-                            batch_size=settings.embedding.batch_size)
-    memo = MemoEmbedder(base, CACHE / f"{name}-{base.name}-{key}.npy")
+                            batch_size=settings.embedding.batch_size,
+                            int8_weights=False if plain_graph else None)
+    # The bundled model's int8-weights graph gives slightly different vectors from the file's
+    # own graph (tests/embed/test_int8.py): each has its own cache.
+    graph = "-int8w" if getattr(base, "int8_weights", False) else ""
+    memo = MemoEmbedder(base, CACHE / f"{name}-{base.name}{graph}-{key}.npy")
     meta_path = memo.path.with_suffix(".cold.json")
     index = Index(embedder=memo, settings=settings)
     t0 = time.perf_counter()
@@ -251,6 +256,7 @@ def run_guaipeca(name: str, docs: dict[str, str], queries: dict[str, str],
         "settings_overrides": overrides,
         "embedding_input_settings": key_parts,
         "vector_cache": str(memo.path),
+        "int8_weights": bool(getattr(base, "int8_weights", False)),
         "docs": n_docs,
         "chunks": n_chunks,
         "index_seconds_this_run": round(index_seconds, 2),
@@ -532,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="EngineSettings override, e.g. embedding.preprocess=false")
     ap.add_argument("--no-peers", action="store_true", help="Guaipeca only")
+    ap.add_argument("--plain-graph", action="store_true",
+                    help="run the model file's own graph (float weights) instead of the default "
+                         "int8-weights rewrite, to measure what the rewrite costs")
     ap.add_argument("--tuned", default="10,1.5,100", metavar="K,BM25_WEIGHT,CANDIDATES",
                     help="fusion evaluated next to the default (and under the reranker)")
     ap.add_argument("--refresh-peers", action="store_true", help="re-run arara (else cached)")
@@ -568,7 +577,8 @@ def main(argv: list[str] | None = None) -> int:
         ds: dict[str, Any] = {"docs": len(docs), "test_queries": len(queries)}
         result["datasets"][name] = ds
         tuned = tuple(float(x) for x in args.tuned.split(","))
-        ds["guaipeca"] = run_guaipeca(name, docs, queries, qrels, args.set, log, tuned)
+        ds["guaipeca"] = run_guaipeca(name, docs, queries, qrels, args.set, log, tuned,
+                                      plain_graph=args.plain_graph)
         out_path.write_text(json.dumps(result, indent=1))
         if not args.no_peers:
             peers_out = {}

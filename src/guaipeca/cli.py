@@ -638,6 +638,7 @@ def check_model(
         "dimension": model.dimension,
         "source": model.source,
         "tokenizer": model.tokenizer_source,
+        "weights": "int8 in memory" if getattr(model, "int8_weights", False) else "as stored",
         "load_seconds": round(model.load_seconds, 3),
         "first_query_seconds": round(time.perf_counter() - started - model.load_seconds, 3),
         "norm": round(float((vector**2).sum() ** 0.5), 4),

