@@ -450,6 +450,7 @@ def serve(
     import anyio
 
     from .server import Service, build_server
+    from .server.idle import IdleTrim, trim_when_idle
 
     loaded = _settings()
     conf = loaded.settings.server
@@ -487,6 +488,9 @@ def serve(
         async with anyio.create_task_group() as tg:
             if mode == "stdio":
                 tg.start_soon(stop_on_sigterm, tg.cancel_scope)
+                # Over HTTP uvicorn's tick drives this; stdio has no tick, so a timer does.
+                trim = IdleTrim(service.tool_calls, idx.release_memory, conf.idle_trim_seconds)
+                tg.start_soon(trim_when_idle, trim)
             else:
                 tg.start_soon(http_then_stop, tg.cancel_scope)
             await server.run_stdio_async()

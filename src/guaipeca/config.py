@@ -391,8 +391,8 @@ class ServerSettings(_Frozen):
     idle_trim_seconds: float = Field(
         5.0,
         ge=0,
-        description="after this long with no HTTP request, give idle memory back to the OS "
-        "(0: never)",
+        description="after this long with no request (HTTP) or tool call (stdio), give idle "
+        "memory back to the OS (0: never)",
     )
 
     _auth_token = field_validator("auth_token", "jwt_secret")(_non_empty_secret)

@@ -1,5 +1,6 @@
-"""An idle HTTP server gives memory back: mapped vector pages and the C heap's free pages
-(``server.idle_trim_seconds``), once per quiet spell, never while a request runs."""
+"""An idle server gives memory back: mapped vector pages and the C heap's free pages
+(``server.idle_trim_seconds``), once per quiet spell, never while a request or a tool call
+runs. The stdio server's trim, end to end: tests/server/test_serve_cli.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import httpx2
 
 from guaipeca import Index
 from guaipeca.embed import HashingEmbedder
-from guaipeca.server.http import _IdleTrim, _InFlight, make_server
+from guaipeca.server.http import _InFlight, make_server
+from guaipeca.server.idle import IdleTrim, ToolCalls, trim_when_idle
 from support_reliability import make_service
 
 
@@ -53,7 +55,7 @@ class _Clock:
 def test_one_trim_per_quiet_spell_and_none_while_busy() -> None:
     async def scenario() -> list[int]:
         c = _Clock()
-        trim = _IdleTrim(c.in_flight, c.release, seconds=0.05)
+        trim = IdleTrim(c.in_flight, c.release, seconds=0.05)
         seen = []
         c.in_flight.count = 1  # a request is running: never trim
         c.in_flight.last_done -= 10
@@ -81,7 +83,7 @@ def test_one_trim_per_quiet_spell_and_none_while_busy() -> None:
 def test_trim_off_when_seconds_is_zero() -> None:
     async def scenario() -> int:
         c = _Clock()
-        trim = _IdleTrim(c.in_flight, c.release, seconds=0)
+        trim = IdleTrim(c.in_flight, c.release, seconds=0)
         c.in_flight.last_done -= 100
         trim.tick()
         await asyncio.sleep(0.02)
@@ -117,3 +119,24 @@ def test_a_real_server_trims_after_requests_stop(tmp_path: Path) -> None:
         server.should_exit = True
         thread.join(30)
         service.index.close()
+
+
+def test_tool_calls_hold_off_the_trim_until_they_end() -> None:
+    async def scenario() -> list[int]:
+        calls, released = ToolCalls(), []
+        trim = IdleTrim(calls, lambda: released.append(1), seconds=0.05)
+        seen = []
+        async with asyncio.timeout(5):
+            task = asyncio.ensure_future(trim_when_idle(trim, interval=0.01))
+            calls.started()  # a long tool call: no trim however long it runs
+            await asyncio.sleep(0.2)
+            seen.append(trim.trims)
+            calls.done()
+            await asyncio.sleep(0.2)  # quiet for longer than 0.05 s: one trim
+            seen.append(trim.trims)
+            await asyncio.sleep(0.1)  # still the same quiet spell: no second trim
+            seen.append(len(released))
+            task.cancel()
+        return seen
+
+    assert asyncio.run(scenario()) == [0, 1, 1]

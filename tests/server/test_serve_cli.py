@@ -134,3 +134,58 @@ async def test_serve_over_http_streamable_and_sse(home: Path) -> None:
                 stream.close()
     assert out == b""  # nothing but logs, and logs go to stderr
     assert proc.returncode in (0, -15)
+
+
+def _children_running(needle: str) -> list[int]:
+    """PIDs of this process's children whose command line contains ``needle``."""
+    pids = []
+    for task in Path("/proc/self/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            if needle.encode() in cmdline:
+                pids.append(int(pid))
+    return pids
+
+
+def _mapped_vector_kb(pid: int) -> int:
+    """Resident kB of the process's mappings of vector files."""
+    total, current = 0, ""
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        fields = line.split()
+        if fields and "-" in fields[0] and ":" not in fields[0]:
+            current = fields[-1] if len(fields) > 5 else ""
+        elif line.startswith("Rss:") and "vectors" in current and current.endswith(".f32"):
+            total += int(fields[1])
+    return total
+
+
+@pytest.mark.anyio
+async def test_an_idle_stdio_server_gives_memory_back(home: Path, tmp_path: Path) -> None:
+    # The same corpus and index, with a short idle_trim_seconds.
+    config = tmp_path / "guaipeca.yaml"
+    original = (home / "home" / "guaipeca.yaml").read_text()
+    config.write_text(original + "server:\n  idle_trim_seconds: 0.5\n")
+    env = {
+        **_env(home),
+        "GUAIPECA_CONFIG": str(config),
+        "GUAIPECA_DATA_DIR": str(home / "home" / "data"),
+    }
+    params = StdioServerParameters(
+        command=str(SCRIPT), args=["serve", "--transport", "stdio", "--no-watch"], env=env
+    )
+    with anyio.fail_after(120), (home / "stdio-idle.err").open("w") as err:
+        async with Client(stdio_client(params, errlog=err)) as c:
+            (pid,) = _children_running("serve --transport stdio --no-watch")
+            found = await c.call_tool("search", {"query": "how do I install it", "top_k": 3})
+            assert found.structured_content and found.structured_content["hits"]
+            # The exact scan read the vectors through the map; after 0.5 s without a tool
+            # call the server unmaps them (and trims the C heap), then answers as before.
+            deadline = time.monotonic() + 20
+            while _mapped_vector_kb(pid) > 0:
+                assert time.monotonic() < deadline, "no trim after the server went idle"
+                await anyio.sleep(0.1)
+            again = await c.call_tool("search", {"query": "how do I install it", "top_k": 3})
+            assert again.structured_content == found.structured_content

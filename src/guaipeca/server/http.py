@@ -17,12 +17,11 @@ auth, session owner (binds MCP sessions to the identity), rate limit, body size 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import copy
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import FrameType
@@ -46,6 +45,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .. import __version__
 from ..errors import GuaipecaError, NotFoundError
 from ..search.backend import BackendUnavailableError
+from .idle import IdleTrim
 from .security import (
     AllowedHostsMiddleware,
     Authenticator,
@@ -437,41 +437,6 @@ class _InFlight:
             self.last_done = time.monotonic()
 
 
-class _IdleTrim:
-    """Gives memory back once the server has been idle for ``seconds`` (0: never).
-
-    Checked on uvicorn's 0.1 s tick; at most one trim per quiet spell (and one after
-    startup), run in a worker thread so the event loop never waits for it.
-    """
-
-    def __init__(self, in_flight: _InFlight, release: Callable[[], None], seconds: float):
-        self.in_flight = in_flight
-        self.release = release
-        self.seconds = seconds
-        self.trims = 0  # trims started, for tests and logs
-        self._trimmed_after: int | None = None  # in_flight.finished at the last trim
-        self._task: asyncio.Task[None] | None = None
-
-    def tick(self) -> None:
-        quiet = time.monotonic() - self.in_flight.last_done
-        if (
-            self.seconds > 0
-            and self.in_flight.count == 0
-            and self._trimmed_after != self.in_flight.finished
-            and quiet >= self.seconds
-            and (self._task is None or self._task.done())
-        ):
-            self._trimmed_after = self.in_flight.finished
-            self.trims += 1
-            self._task = asyncio.ensure_future(asyncio.to_thread(self._release))
-
-    def _release(self) -> None:
-        try:
-            self.release()
-        except Exception:  # a failed trim must never take the server down
-            log.exception("releasing idle memory failed")
-
-
 class _DrainingServer(uvicorn.Server):
     """uvicorn, with a drain before the shutdown.
 
@@ -487,7 +452,7 @@ class _DrainingServer(uvicorn.Server):
         config: uvicorn.Config,
         in_flight: _InFlight,
         drain_seconds: float,
-        idle_trim: _IdleTrim | None = None,
+        idle_trim: IdleTrim | None = None,
     ):
         super().__init__(config)
         self.in_flight = in_flight
@@ -559,7 +524,7 @@ def make_server(
         # After the drain only streams remain, and they end at once.
         timeout_graceful_shutdown=5,
     )
-    idle_trim = _IdleTrim(
+    idle_trim = IdleTrim(
         in_flight, service.index.release_memory, service.settings.server.idle_trim_seconds
     )
     return _DrainingServer(config, in_flight, graceful_timeout, idle_trim)

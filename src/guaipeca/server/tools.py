@@ -50,6 +50,7 @@ from ..index import MAX_QUERY_CHARS, Index
 from ..ingest import ConversionCache, SyncReport, sync_folder
 from ..search.backend import BackendUnavailableError
 from ..types import Chunk, Hit, IndexStats
+from .idle import ToolCalls
 from .security import search_gate
 
 __all__ = ["Service", "build_server"]
@@ -409,6 +410,8 @@ class Service:
         self._write_lock = threading.Lock()
         self._state_lock = threading.Lock()
         self._running: tuple[str, float] | None = None
+        #: Tool calls running and done, for giving memory back when idle (server/idle.py).
+        self.tool_calls = ToolCalls()
         self._corpora = {c.name: c for c in loaded.settings.corpora}
         self._roots = {c.name: _real(c.path) for c in loaded.settings.corpora}
         self._data_dir = _real(loaded.data_dir)
@@ -963,6 +966,7 @@ def _guard(service: Service, fn: Callable[_P, Awaitable[_T]]) -> Callable[_P, Aw
 
     @functools.wraps(fn)
     async def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        service.tool_calls.started()
         try:
             return await fn(*args, **kwargs)
         except ToolError:
@@ -972,6 +976,8 @@ def _guard(service: Service, fn: Callable[_P, Awaitable[_T]]) -> Callable[_P, Aw
         except Exception:
             log.exception("tool %s failed", fn.__name__)
             raise ToolError(_INTERNAL_ERROR) from None
+        finally:
+            service.tool_calls.done()
 
     return guarded
 
