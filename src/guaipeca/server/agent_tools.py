@@ -8,11 +8,9 @@ gate (concurrency cap and deadline); everything blocking runs in a worker thread
 """
 
 import functools
-import inspect
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, TypeVar
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
-from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from ..agentic import CONTENT_TYPES, NeighborSpan, RelatedHit, build_filter, search_depth
@@ -28,14 +26,13 @@ from .tools import (
     ChunkOut,
     HitOut,
     Service,
-    _guard,
+    _registrar,
     _Server,
     _thread,
 )
 
 __all__ = ["register_agent_tools"]
 
-_F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
 MAX_TOP_K_BEFORE = 1000
 
 
@@ -171,21 +168,7 @@ def register_agent_tools(server: _Server, service: Service, gate: SearchGate) ->
     s = service.settings.search
     default_k = min(s.top_k, MAX_TOP_K)
 
-    def tool(title: str) -> Callable[[_F], _F]:
-        def register(fn: _F) -> _F:
-            name = fn.__name__
-            server.add_tool(
-                _guard(service, fn),
-                name=name,
-                title=title,
-                description=inspect.cleandoc(fn.__doc__ or ""),
-                annotations=ToolAnnotations(title=title, open_world_hint=False, **_READ),
-                structured_output=True,
-            )
-            server.tool_arguments[name] = frozenset(inspect.signature(fn).parameters)
-            return fn
-
-        return register
+    tool = _registrar(server, service)
 
     def hits_out(hits: list[Hit]) -> list[HitOut]:
         return [service.hit_out(h) for h in hits]
@@ -193,7 +176,7 @@ def register_agent_tools(server: _Server, service: Service, gate: SearchGate) ->
     async def searched(fn: Callable[[], list[Hit]]) -> list[Hit]:
         return await gate.run(fn)
 
-    @tool("Keyword search")
+    @tool("Keyword search", **_READ)
     async def keyword_search(
         query: _Query,
         top_k_after: _After = default_k,
@@ -223,7 +206,7 @@ def register_agent_tools(server: _Server, service: Service, gate: SearchGate) ->
             query=query, mode="keyword", filter=where, count=len(hits), hits=hits_out(hits)
         )
 
-    @tool("Semantic search")
+    @tool("Semantic search", **_READ)
     async def semantic_search(
         query: _Query,
         top_k_after: _After = default_k,
@@ -252,7 +235,7 @@ def register_agent_tools(server: _Server, service: Service, gate: SearchGate) ->
             query=query, mode="dense", filter=where, count=len(hits), hits=hits_out(hits)
         )
 
-    @tool("Filtered search")
+    @tool("Filtered search", **_READ)
     async def filtered_search(
         query: _Query,
         keywords: Annotated[
@@ -332,7 +315,7 @@ def register_agent_tools(server: _Server, service: Service, gate: SearchGate) ->
             query=query, mode=mode, filter=combined, count=len(hits), hits=hits_out(hits)
         )
 
-    @tool("Read chunks with their entities")
+    @tool("Read chunks with their entities", **_READ)
     async def read_chunk(chunk_ids: _ChunkIds) -> EnrichedChunksOut:
         """Read whole chunks by id (several at once), in the order given, each with the
         keywords, entities and dates extracted from it.
@@ -356,7 +339,7 @@ def register_agent_tools(server: _Server, service: Service, gate: SearchGate) ->
 
         return await _thread(read)
 
-    @tool("Read around chunks")
+    @tool("Read around chunks", **_READ)
     async def read_neighbors(
         chunk_ids: _ChunkIds,
         window: Annotated[
@@ -377,7 +360,7 @@ def register_agent_tools(server: _Server, service: Service, gate: SearchGate) ->
 
         return await _thread(read)
 
-    @tool("Find related chunks")
+    @tool("Find related chunks", **_READ)
     async def find_related(
         chunk_ids: _ChunkIds,
         query: Annotated[

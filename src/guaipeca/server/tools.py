@@ -982,18 +982,9 @@ def _guard(service: Service, fn: Callable[_P, Awaitable[_T]]) -> Callable[_P, Aw
     return guarded
 
 
-async def _thread(fn: Callable[[], _T]) -> _T:
-    return await anyio.to_thread.run_sync(fn)
-
-
-def build_server(service: Service) -> MCPServer[Any]:
-    """An MCP server whose tools search, read and manage the service's corpora (§7.1)."""
-    server = _Server("guaipeca", version=__version__, instructions=_INSTRUCTIONS)
-    idx = service.index
-    s = service.settings.search
-    up = service.settings.upload
-    # A cap on concurrent searches and a deadline per search (server settings).
-    gate = search_gate(service.settings)
+def _registrar(server: _Server, service: Service) -> Callable[..., Callable[[_F], _F]]:
+    """``@tool(title, **hints)``: registers a coroutine as a guarded tool of ``server``; its
+    name, description (docstring) and arguments come from the function."""
 
     def tool(title: str, **hints: bool) -> Callable[[_F], _F]:
         def register(fn: _F) -> _F:
@@ -1010,6 +1001,24 @@ def build_server(service: Service) -> MCPServer[Any]:
             return fn
 
         return register
+
+    return tool
+
+
+async def _thread(fn: Callable[[], _T]) -> _T:
+    return await anyio.to_thread.run_sync(fn)
+
+
+def build_server(service: Service) -> MCPServer[Any]:
+    """An MCP server whose tools search, read and manage the service's corpora (§7.1)."""
+    server = _Server("guaipeca", version=__version__, instructions=_INSTRUCTIONS)
+    idx = service.index
+    s = service.settings.search
+    up = service.settings.upload
+    # A cap on concurrent searches and a deadline per search (server settings).
+    gate = search_gate(service.settings)
+
+    tool = _registrar(server, service)
 
     @tool("Search documents", **_READ)
     async def search(
