@@ -23,7 +23,7 @@ from guaipeca.config import LoadedSettings, load_settings
 from guaipeca.embed import HashingEmbedder
 from guaipeca.ingest import SyncReport
 from guaipeca.server import Service, build_server
-from guaipeca.server import tools as tools_module
+from guaipeca.server import service as service_module
 
 GUIDE = (
     "# Guide\n\nIntro to the installer guide.\n\n"
@@ -499,14 +499,14 @@ async def test_searches_answer_while_an_indexing_run_is_in_progress(
     client: Client, service: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started, release = threading.Event(), threading.Event()
-    real_sync = tools_module.sync_folder
+    real_sync = service_module.sync_folder
 
     def slow_sync(*args: Any, **kwargs: Any) -> SyncReport:
         started.set()
         assert release.wait(30), "the test never released the indexing run"
         return real_sync(*args, **kwargs)
 
-    monkeypatch.setattr(tools_module, "sync_folder", slow_sync)
+    monkeypatch.setattr(service_module, "sync_folder", slow_sync)
     results: dict[str, Any] = {}
 
     async def run_index() -> None:
@@ -691,12 +691,12 @@ async def test_upload_refuses_what_the_settings_do_not_allow_and_writes_nothing(
 
 def test_check_name_normalises_to_nfc_and_keeps_plain_unicode_names() -> None:
     decomposed = "Relato\u0301rio.md"  # NFD, as macOS writes it
-    assert tools_module.check_name(decomposed) == "Relatório.md"
-    assert tools_module.check_name("ação fiscal 2024.md") == "ação fiscal 2024.md"
-    assert tools_module.check_name("日本語.pdf") == "日本語.pdf"
+    assert service_module.check_name(decomposed) == "Relatório.md"
+    assert service_module.check_name("ação fiscal 2024.md") == "ação fiscal 2024.md"
+    assert service_module.check_name("日本語.pdf") == "日本語.pdf"
     with pytest.raises(InvalidArgumentError, match="not a plain name"):
-        tools_module.check_name("a\u2215b.md".replace("\u2215", "\uff0f"))
-    assert tools_module.check_subfolder("notes/2024/") == ("notes", "2024")
+        service_module.check_name("a\u2215b.md".replace("\u2215", "\uff0f"))
+    assert service_module.check_subfolder("notes/2024/") == ("notes", "2024")
 
 
 # -- delete --------------------------------------------------------------------------------
@@ -810,7 +810,7 @@ def test_service_runs_one_write_at_a_time(
 ) -> None:
     guard = threading.Lock()
     active, peak, runs = [0], [0], [0]
-    real = tools_module.sync_folder
+    real = service_module.sync_folder
 
     def counting(*args: Any, **kwargs: Any) -> SyncReport:
         with guard:
@@ -824,7 +824,7 @@ def test_service_runs_one_write_at_a_time(
             with guard:
                 active[0] -= 1
 
-    monkeypatch.setattr(tools_module, "sync_folder", counting)
+    monkeypatch.setattr(service_module, "sync_folder", counting)
     threads = [
         threading.Thread(target=service.reindex, args=(name,))
         for name in ("docs", "archive", "docs", "archive")

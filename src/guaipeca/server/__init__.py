@@ -1,5 +1,6 @@
 """The MCP server: tools over one open :class:`~guaipeca.Index` and its loaded settings."""
 
-from .tools import Service, build_server
+from .service import Service
+from .tools import build_server
 
 __all__ = ["Service", "build_server"]

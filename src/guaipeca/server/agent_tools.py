@@ -17,15 +17,14 @@ from ..agentic import CONTENT_TYPES, NeighborSpan, RelatedHit, build_filter, sea
 from ..enrich import Enrichment
 from ..index import MAX_QUERY_CHARS
 from ..types import Hit
+from .schema import ChunkOut, HitOut
 from .security import SearchGate
+from .service import Service
 from .tools import (
     _READ,
     _WHERE,
     MAX_CHUNK_IDS,
     MAX_TOP_K,
-    ChunkOut,
-    HitOut,
-    Service,
     _registrar,
     _Server,
     _thread,

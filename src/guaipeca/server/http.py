@@ -61,7 +61,8 @@ from .security import (
     resolve_inside,
     safe_relative_path,
 )
-from .tools import Service, build_server
+from .service import Service
+from .tools import build_server
 from .webui import WEB_PAGE_PATHS, web_routes
 
 __all__ = ["allowed_hosts", "build_app", "make_server", "serve_http"]

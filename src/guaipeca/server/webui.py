@@ -35,7 +35,7 @@ from starlette.routing import BaseRoute, Route
 
 from ..errors import GuaipecaError, NotFoundError
 from .security import error_response
-from .tools import Service
+from .service import Service
 
 __all__ = ["WEB_PAGE_PATHS", "web_routes"]
 

@@ -1,0 +1,211 @@
+"""What the MCP tools return: pydantic models that become each tool's output schema and the
+result's ``structuredContent`` (server/tools.py).
+"""
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class ScoresOut(BaseModel):
+    """The parts of a hit's fused score."""
+
+    dense: float | None = Field(
+        None, description="similarity from the embedding retriever (null: not retrieved by it)"
+    )
+    lexical: float | None = Field(
+        None, description="BM25 keyword score (null: not retrieved by it)"
+    )
+    dense_rank: int | None = Field(None, description="rank in the embedding retriever's list")
+    lexical_rank: int | None = Field(None, description="rank in the keyword retriever's list")
+    rerank: float | None = Field(None, description="reranker score, when reranking is on")
+
+
+class ChunkOut(BaseModel):
+    """One stored passage: an exact span of its document."""
+
+    chunk_id: str = Field(description="'corpus:number'; pass it to get_chunk")
+    corpus: str
+    doc_id: str = Field(description="the document's id; pass it to get_document or get_toc")
+    source_path: str | None = Field(
+        description="the source file, relative to its corpus folder (null: added as text)"
+    )
+    heading_path: list[str] = Field(description="document title and enclosing section")
+    section_id: str = Field(description="shared by every chunk of one section")
+    page_start: int | None = Field(description="first page (paged sources such as PDF)")
+    page_end: int | None = Field(description="last page (paged sources such as PDF)")
+    start: int = Field(description="character offset where the text starts in the document")
+    end: int = Field(description="character offset where the text ends (exclusive)")
+    position: int = Field(description="the chunk's number within its document, from 0")
+    text: str
+    metadata: dict[str, Any]
+
+
+class HitOut(ChunkOut):
+    """One search result."""
+
+    score: float = Field(description="fused score; higher is better")
+    scores: ScoresOut
+    snippet: str = Field(description="the query terms in context, marked **like this**")
+
+
+class SearchOut(BaseModel):
+    query: str
+    mode: str
+    return_mode: str
+    section_mode: bool
+    count: int
+    hits: list[HitOut]
+
+
+class ChunksOut(BaseModel):
+    chunks: list[ChunkOut]
+
+
+class DocumentOut(BaseModel):
+    doc_id: str
+    corpus: str
+    source_path: str | None = Field(description="relative to the corpus folder")
+    metadata: dict[str, Any]
+    chunk_count: int
+    chars: int = Field(description="length of the whole document text")
+    offset: int = Field(description="where the returned text starts")
+    end: int = Field(description="where the returned text ends (exclusive)")
+    truncated: bool = Field(description="true when the document goes on after 'end'")
+    next_offset: int | None = Field(description="offset for the next part (null: no more)")
+    text: str
+
+
+class DocumentInfoOut(BaseModel):
+    doc_id: str
+    corpus: str
+    source_path: str | None = Field(description="relative to the corpus folder")
+    chars: int
+    chunk_count: int
+    metadata: dict[str, Any]
+
+
+class DocumentListOut(BaseModel):
+    documents: list[DocumentInfoOut]
+    count: int
+    offset: int
+    next_offset: int | None = Field(description="offset of the next page (null: no more)")
+
+
+class TocNode(BaseModel):
+    title: str
+    level: int = Field(description="1 for '#', 2 for '##', ...")
+    section_id: str = Field(description="pass as section_filter to search inside this section")
+    chunk_id: str | None = Field(None, description="the chunk where this heading starts")
+    chunks: int = Field(description="chunks directly under this heading")
+    children: list["TocNode"] = Field(default_factory=list)
+
+
+class TocOut(BaseModel):
+    doc_id: str
+    corpus: str
+    structured: bool = Field(description="false when the document has no headings")
+    chunks: int
+    headings: list[TocNode]
+
+
+class FileProblem(BaseModel):
+    file: str = Field(description="relative to the corpus folder")
+    reason: str
+
+
+class IndexSummary(BaseModel):
+    corpus: str
+    added: int
+    changed: int
+    unchanged: int
+    removed: int
+    failed: list[FileProblem]
+    warnings: list[FileProblem]
+    chunks_embedded: int
+    documents: int = Field(description="documents in the corpus after the run")
+    chunks: int = Field(description="chunks in the corpus after the run")
+    seconds: float
+
+
+class IndexOut(BaseModel):
+    corpora: list[IndexSummary]
+
+
+class CorpusStatus(BaseModel):
+    name: str
+    topic: str
+    language: str
+    weight: float
+    documents: int
+    chunks: int
+    configured: bool = Field(description="listed in the server's configuration")
+    indexed: bool = Field(description="present in the index")
+    upload_allowed: bool
+
+
+class BrokenCorpus(BaseModel):
+    name: str
+    reason: str
+
+
+class IndexingState(BaseModel):
+    corpus: str
+    seconds: float = Field(description="seconds since this run started")
+
+
+class StatusOut(BaseModel):
+    version: str
+    model: str
+    dimension: int
+    documents: int
+    chunks: int
+    corpora: list[CorpusStatus]
+    broken: list[BrokenCorpus] = Field(description="corpora that cannot be used, and why")
+    indexing: IndexingState | None = Field(description="the indexing run in progress, if any")
+    backend: str = Field("embedded", description="storage backend: embedded or qdrant")
+    backend_error: str | None = Field(
+        None, description="why the storage backend (a Qdrant server) cannot be reached; null: up"
+    )
+
+
+class FolderOut(BaseModel):
+    name: str
+    path: str = Field(description="the folder, with the home folder shown as ~")
+    exists: bool
+    topic: str
+    weight: float
+    language: str
+    extensions: list[str]
+    exclude: list[str]
+    upload_allowed: bool
+
+
+class UploadLimits(BaseModel):
+    corpora: list[str] = Field(description="corpora that accept uploads")
+    max_file_size: int = Field(description="bytes, after base64 decoding")
+    allowed_extensions: list[str]
+    auto_index: bool = Field(description="an uploaded file is indexed right away")
+
+
+class FoldersOut(BaseModel):
+    folders: list[FolderOut]
+    upload: UploadLimits
+
+
+class UploadOut(BaseModel):
+    corpus: str
+    doc_id: str = Field(description="the file's path in the corpus folder: its document id")
+    bytes: int
+    sha256: str
+    replaced: bool = Field(description="true when an existing file was overwritten")
+    format: str
+    warnings: list[str] = Field(description="notes from converting the file")
+    indexed: IndexSummary | None = Field(description="the indexing run (null: not indexed yet)")
+
+
+class DeleteOut(BaseModel):
+    corpus: str
+    doc_id: str
+    removed_from_index: bool
+    file_deleted: bool = Field(description="true when the source file was deleted from disk")
