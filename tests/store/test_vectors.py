@@ -6,9 +6,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from guaipeca.errors import IndexCorruptError
 from guaipeca.store import FileVectors, MemoryVectors, write_vector_file
+from guaipeca.store.vectors import damaged_rows
 
 
 def _vecs(n: int, dim: int = 8, seed: int = 0) -> np.ndarray:
@@ -52,3 +55,41 @@ def test_write_vector_file_is_atomic_and_leaves_no_temp_file(tmp_path: Path) -> 
     write_vector_file(path, _vecs(4))
     assert not list(tmp_path.glob("*.tmp"))
     np.testing.assert_array_equal(np.asarray(FileVectors(path, 8).rows()[:4]), _vecs(4))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(min_value=0, max_value=300),
+    dim=st.sampled_from([3, 8, 384, 1024]),
+    damage=st.lists(
+        st.tuples(st.integers(min_value=0, max_value=299), st.sampled_from(["nan", "zero", "x2"])),
+        max_size=10,
+    ),
+    extra=st.lists(st.integers(min_value=-3, max_value=400), max_size=5),
+    data=st.data(),
+)
+def test_damaged_rows_finds_exactly_the_rows_that_are_not_unit_vectors(
+    n: int, dim: int, damage: list[tuple[int, str]], extra: list[int], data: st.DataObject
+) -> None:
+    rows = _vecs(n, dim, seed=n)
+    if n:
+        rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    for slot, kind in damage:
+        if slot < n:
+            rows[slot] = {"nan": np.nan, "zero": 0.0, "x2": 2 * rows[slot]}[kind]
+    live = data.draw(st.lists(st.integers(min_value=0, max_value=max(n - 1, 0)), unique=True))
+    slots = np.asarray(sorted(live if n else []) + extra, dtype=np.int64)
+    bad, zero = damaged_rows(rows, slots, batch=7)  # small batches: the block edges matter
+    # The reference: each slot on its own, in float64.
+    want_bad, want_zero = set(), set()
+    for s in slots.tolist():
+        if not 0 <= s < n:
+            want_bad.add(s)
+            continue
+        norm = float(np.sqrt(np.sum(rows[s].astype(np.float64) ** 2)))
+        if norm == 0:
+            want_zero.add(s)
+        elif not np.isfinite(norm) or abs(norm - 1.0) > 1e-4:
+            want_bad.add(s)
+    assert set(bad.tolist()) == want_bad
+    assert set(zero.tolist()) == want_zero

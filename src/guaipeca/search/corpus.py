@@ -117,6 +117,8 @@ class Corpus:
             folder.mkdir(parents=True, exist_ok=True)
             _refuse_lost_catalog(self.name, folder)
         self.catalog = Catalog(folder / "catalog.sqlite" if folder else None)
+        self._opened_map: tuple[npt.NDArray[np.int64], int] | None = None
+        self._opened_at = -1
         self._lock = WriteLock(folder / "write.lock" if folder else None)
         with self._lock:
             self.language = self._check_meta(language, model, dim)
@@ -170,11 +172,14 @@ class Corpus:
             if stray.name != current:
                 stray.unlink(missing_ok=True)
         (self.folder / f"{BACKUP_NAME}.tmp").unlink(missing_ok=True)
-        live = self.catalog.live_hashes()
-        _, high_water = self.catalog.slot_map()
+        # The slots alone are enough to check the vectors; the hashes (a slow query at 1M
+        # chunks) are read only when something needs restoring.
+        self._opened_at = self.catalog.generation()
+        slot_to_pk, high_water = self._opened_map = self.catalog.slot_map()
+        slots = np.flatnonzero(slot_to_pk >= 0).astype(np.int64)
         path = self.folder / current
         problem = None
-        if not path.exists() and live:
+        if not path.exists() and len(slots):
             problem = f"vector file {current} is missing"
         else:
             try:
@@ -182,28 +187,28 @@ class Corpus:
             except IndexCorruptError as exc:
                 problem = str(exc)
             else:
-                problem = self._damage(vectors.rows(), live, high_water)
+                problem = self._damage(vectors.rows(), slots, high_water)
                 if problem is None:
                     vectors.release()  # the check read every row; searches need few
                     return vectors
                 vectors.close()
-        return self._restore_vectors(path, live, high_water, problem)
+        self._opened_map = None  # restoring changes the generation: load afresh
+        return self._restore_vectors(path, self.catalog.live_hashes(), high_water, problem)
 
-    def _damage(self, rows: F32, live: list[tuple[int, str]], high_water: int) -> str | None:
+    def _damage(self, rows: F32, slots: npt.NDArray[np.int64], high_water: int) -> str | None:
         """Why these rows cannot serve the catalog's chunks, or None when they can."""
         if high_water > len(rows):
             return f"vector file holds {len(rows)} rows, the catalog needs {high_water}"
-        slots = np.asarray([slot for slot, _ in live], dtype=np.int64)
         bad, zero = damaged_rows(rows, slots)
         if len(zero) and self._reembed is not None:
             # Zero rows are damage unless the model really gives zero for those chunks.
-            by_slot = dict(live)
+            by_slot = self.catalog.hashes_at(zero)
             hashes = [by_slot[int(s)] for s in zero]
             fresh = self._reembed(self.catalog, hashes)
             real = [s for s, h in zip(zero, hashes, strict=True) if _nonzero(fresh.get(h))]
             bad = np.concatenate([bad, np.asarray(real, dtype=np.int64)])
         if len(bad):
-            return f"{len(bad)} of {len(live)} vectors are damaged"
+            return f"{len(bad)} of {len(slots)} vectors are damaged"
         return None
 
     def _restore_vectors(
@@ -357,8 +362,15 @@ class Corpus:
         self.lexical.release_writer()
 
     def _load_snapshot(self) -> _Snapshot:
-        generation = self.catalog.generation()
-        slot_to_pk, high_water = self.catalog.slot_map()
+        opened, self._opened_map = self._opened_map, None
+        if opened is not None and self.catalog.generation() == self._opened_at:
+            # Nothing committed since the vectors were checked: their slot map is current
+            # (saves a second read of every chunk row at open).
+            generation = self._opened_at
+            slot_to_pk, high_water = opened
+        else:
+            generation = self.catalog.generation()
+            slot_to_pk, high_water = self.catalog.slot_map()
         if high_water > len(self._vectors.rows()):
             raise IndexCorruptError(
                 f"vector file of corpus {self.name!r} is shorter than the catalog needs; "

@@ -428,6 +428,18 @@ class Catalog:
             for a, b in self.read_sql("SELECT slot, embed_sha256 FROM chunks ORDER BY slot")
         ]
 
+    def hashes_at(self, slots: Iterable[int]) -> dict[int, str]:
+        """``slot -> embedding-input hash`` of the chunks in these slots."""
+        wanted = [int(s) for s in slots]
+        out: dict[int, str] = {}
+        with self._reading() as db:
+            for i in range(0, len(wanted), 500):
+                part = wanted[i : i + 500]
+                marks = ",".join("?" * len(part))
+                sql = f"SELECT slot, embed_sha256 FROM chunks WHERE slot IN ({marks})"
+                out.update((int(a), str(b)) for a, b in db.execute(sql, part))
+        return out
+
     def hash_positions(self, hashes: Iterable[str]) -> dict[str, list[tuple[str, int]]]:
         """``hash -> [(doc_id, position)]`` of the chunks that embedded these inputs."""
         wanted = sorted(set(hashes))
