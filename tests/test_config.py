@@ -30,8 +30,8 @@ from guaipeca.config import (
     home_dir,
     load_settings,
     parse_settings,
-    render_default_config,
 )
+from guaipeca.config_template import render_default_config
 from guaipeca.errors import ConfigError
 
 SECRET = "s3cr3t-Token-value"

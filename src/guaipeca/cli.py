@@ -124,7 +124,7 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write a commented config file with every setting and its default."""
-    from .config import render_default_config
+    from .config_template import render_default_config
 
     path = config_path(_state.config)
     if path.exists() and not force:

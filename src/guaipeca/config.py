@@ -12,14 +12,12 @@ other.
 
 from __future__ import annotations
 
-import difflib
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Final, Literal, get_args, get_origin
+from typing import Annotated, Any, Final, Literal
 
 import Stemmer
 import yaml
@@ -35,6 +33,7 @@ from pydantic import (
     model_validator,
 )
 
+from .config_messages import _format, _KeyProblems, _kind
 from .errors import ConfigError
 
 __all__ = [
@@ -59,7 +58,6 @@ __all__ = [
     "home_dir",
     "load_settings",
     "parse_settings",
-    "render_default_config",
 ]
 
 MiB: Final = 1024 * 1024
@@ -96,23 +94,6 @@ _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 
 
 # -- shared validation helpers ---------------------------------------------------------
-class _KeyProblems(ValueError):
-    """Problems found by a cross-field check, each at a key path below the model's own.
-
-    Pydantic reports a model validator's error at the model itself; carrying the exact
-    sub-path lets :func:`format_validation_error` name ``corpora.2.name`` rather than
-    ``<root>``, and one exception can carry several problems.
-    """
-
-    def __init__(self, problems: list[tuple[tuple[str | int, ...], str]]) -> None:
-        self.problems = problems
-        super().__init__("; ".join(f"{_dotted(loc)}: {msg}" for loc, msg in problems))
-
-
-def _dotted(loc: tuple[str | int, ...] | tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc) or "<root>"
-
-
 def _check_language(value: str) -> str:
     language = value.strip().lower()
     valid = sorted(Stemmer.algorithms())
@@ -391,8 +372,8 @@ class ServerSettings(_Frozen):
     idle_trim_seconds: float = Field(
         5.0,
         ge=0,
-        description="after this long with no request (HTTP) or tool call (stdio), give idle "
-        "memory back to the OS (0: never)",
+        description="after this long with no request or tool call, give idle memory back to "
+        "the OS (0: never)",
     )
 
     _auth_token = field_validator("auth_token", "jwt_secret")(_non_empty_secret)
@@ -625,166 +606,6 @@ _MODELS: Final[Mapping[str, type[BaseModel]]] = MappingProxyType(
 )
 
 
-def _strip_optional(annotation: Any) -> Any:
-    args = [a for a in get_args(annotation) if a is not type(None)]
-    if get_origin(annotation) is not None and len(args) == 1 and type(None) in get_args(annotation):
-        return args[0]
-    return annotation
-
-
-def _annotation_at(root: type[BaseModel] | None, loc: tuple[Any, ...]) -> Any:
-    """The type at ``loc`` below ``root`` (``None`` when the path leaves the schema)."""
-    current: Any = root
-    for part in loc:
-        current = _strip_optional(current)
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            field = current.model_fields.get(part) if isinstance(part, str) else None
-            if field is None:
-                return None
-            current = field.annotation
-        elif isinstance(part, int) and get_origin(current) in (list, tuple) and get_args(current):
-            current = get_args(current)[0]
-        else:
-            return None
-    return _strip_optional(current)
-
-
-def _show(value: object) -> str:
-    """A short, YAML-flavoured rendering of a bad value."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) or (isinstance(value, int) and abs(value) < 10**30):
-        return repr(value)
-    if isinstance(value, int):
-        return "a very large number"
-    if isinstance(value, str):
-        return repr(value) if len(value) <= 60 else repr(value[:57] + "...")
-    if isinstance(value, list | tuple):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return f"a {type(value).__name__}"
-
-
-def _kind(value: object) -> str:
-    """What a value is, without showing it (a file holding only a pasted token)."""
-    kinds = {str: "text", bool: "true/false", int: "a number", float: "a number"}
-    return kinds.get(type(value)) or _show(value)
-
-
-_TYPE_MESSAGES: Final[Mapping[str, str]] = MappingProxyType(
-    {
-        "int_type": "must be a whole number",
-        "int_parsing": "must be a whole number",
-        "int_from_float": "must be a whole number",
-        "float_type": "must be a number",
-        "float_parsing": "must be a number",
-        "finite_number": "must be a finite number",
-        "bool_type": "must be true or false",
-        "bool_parsing": "must be true or false",
-        "string_type": "must be text",
-        "list_type": "must be a list",
-        "tuple_type": "must be a list",
-        "model_type": "must be a section (a mapping of keys)",
-        "model_attributes_type": "must be a section (a mapping of keys)",
-        "dict_type": "must be a mapping",
-        "path_type": "must be a path",
-    }
-)
-
-_BOUNDS: Final[Mapping[str, tuple[str, str]]] = MappingProxyType(
-    {
-        "greater_than_equal": ("ge", ">="),
-        "greater_than": ("gt", ">"),
-        "less_than_equal": ("le", "<="),
-        "less_than": ("lt", "<"),
-    }
-)
-
-
-def _message(error: Mapping[str, Any], secret: bool) -> str:
-    """A sentence a user understands, echoing the bad value only when it cannot be a
-    secret (never for secret keys, never for unknown keys: a misspelt `auth_tokn: …`
-    holds a token)."""
-    kind = error["type"]
-    ctx = error.get("ctx") or {}
-    value = error.get("input")
-    got = "" if secret else f", got {_show(value)}"
-    if kind == "missing":
-        return "required key is missing"
-    if kind in _TYPE_MESSAGES:
-        text = _TYPE_MESSAGES[kind] + got
-        if kind == "string_type" and isinstance(value, int | float | bool):
-            text += " (put it in quotes)"
-        return text
-    if kind in _BOUNDS:
-        name, op = _BOUNDS[kind]
-        bound = ctx.get(name)
-        if isinstance(bound, float) and bound.is_integer():
-            bound = int(bound)  # "must be >= 0", as the user would write it
-        return f"must be {op} {bound}{got}"
-    if kind == "literal_error":
-        return f"must be one of {ctx.get('expected')}{got}"
-    if kind == "string_too_short":
-        return "must not be empty"
-    if kind == "string_too_long":
-        return f"must be at most {ctx.get('max_length')} characters"
-    msg = str(error.get("msg", ""))
-    for prefix in ("Value error, ", "Assertion failed, "):
-        msg = msg.removeprefix(prefix)
-    return msg
-
-
-def _unknown_key(root: type[BaseModel] | None, loc: tuple[Any, ...]) -> str:
-    parent = _annotation_at(root, loc[:-1])
-    if not (isinstance(parent, type) and issubclass(parent, BaseModel)):
-        return "unknown key"
-    keys = list(parent.model_fields)
-    close = difflib.get_close_matches(str(loc[-1]), keys, n=1, cutoff=0.6)
-    if close:
-        return f"unknown key (did you mean {close[0]!r}?)"
-    return f"unknown key (valid keys: {', '.join(keys)})"
-
-
-def _problems(
-    err: ValidationError, root: type[BaseModel] | None
-) -> list[tuple[tuple[Any, ...], str]]:
-    out: list[tuple[tuple[Any, ...], str]] = []
-    for error in err.errors():
-        loc = tuple(error["loc"])
-        cause = (error.get("ctx") or {}).get("error")
-        if isinstance(cause, _KeyProblems):
-            out.extend((loc + sub, msg) for sub, msg in cause.problems)
-        elif error["type"] in ("extra_forbidden", "invalid_key"):
-            out.append((loc, _unknown_key(root, loc)))
-        else:
-            secret = _annotation_at(root, loc) is SecretStr
-            out.append((loc, _message(error, secret)))
-    return out
-
-
-def _format(
-    err: ValidationError,
-    source: str | os.PathLike[str] | None,
-    from_env: Mapping[tuple[Any, ...], str] | None = None,
-    root: type[BaseModel] | None = None,
-) -> str:
-    root = root if root is not None else _MODELS.get(err.title)
-    parts = []
-    for loc, msg in _problems(err, root):
-        var = next((v for k, v in (from_env or {}).items() if loc[: len(k)] == k), None)
-        if var is not None:
-            where = f" (from environment variable {var})"
-        elif source is not None:
-            where = f" (in {os.fspath(source)})"
-        else:
-            where = ""
-        parts.append(" ".join(f"{_dotted(loc)}: {msg}{where}".split()))
-    return "; ".join(parts)
-
-
 def format_validation_error(
     err: ValidationError, source: str | os.PathLike[str] | None = None
 ) -> str:
@@ -794,7 +615,7 @@ def format_validation_error(
     Pydantic's wording is rewritten for people ("must be >= 0, got -1", "unknown key (did
     you mean 'model'?)"), and values of secret keys and unknown keys are never shown.
     """
-    return _format(err, source)
+    return _format(err, source, root=_MODELS.get(err.title))
 
 
 def engine_settings(**values: object) -> EngineSettings:
@@ -1038,93 +859,3 @@ def check_corpus_paths(
         problems.append(f"corpora.{i}.path: {problem}{where}")
     if problems:
         raise ConfigError("; ".join(problems))
-
-
-# -- the template `guaipeca init` writes -------------------------------------------------
-_HEADER = """\
-# Guaipeca configuration.
-#
-# Every key shows its default: delete what you do not change. Precedence is
-# command-line options > GUAIPECA_* environment variables > this file > defaults.
-# Relative paths are relative to the folder of this file; ~ is your home folder.
-#
-# Secrets belong in environment variables, not in this file:
-{secrets}
-# These environment variables override the file as well:
-{others}
-# GUAIPECA_CONFIG names another config file; GUAIPECA_HOME moves ~/.guaipeca.
-"""
-
-_CORPORA = """\
-# Document folders to index. While there is no `corpora` key (as here), Guaipeca
-# indexes the folder it runs in, as one corpus named "default". To name your own
-# folders, uncomment this list and add an entry per folder:
-# corpora:
-{items}
-"""
-
-_SAMPLE_CORPUS: Final[Mapping[str, object]] = MappingProxyType(
-    {"name": "notes", "path": "~/Documents", "topic": "my notes and papers"}
-)
-
-
-def _yaml_scalar(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_yaml_scalar(v) for v in value) + "]"
-    text = str(value)
-    # Plain when YAML reads it back as the same string, else JSON-style double quotes
-    # (a valid YAML scalar).
-    try:
-        plain = yaml.safe_load(text) == text and not any(c in text for c in "#:,[]{}")
-    except yaml.YAMLError:
-        plain = False
-    return text if plain and text else json.dumps(text, ensure_ascii=False)
-
-
-def _section_lines(model: type[BaseModel], instance: BaseModel, indent: str) -> list[str]:
-    lines = []
-    for name, field in model.model_fields.items():
-        value = getattr(instance, name)
-        lines.append(f"{indent}# {field.description}")
-        if isinstance(value, BaseModel):
-            lines.append(f"{indent}{name}:")
-            lines.extend(_section_lines(type(value), value, indent + "  "))
-        else:
-            lines.append(f"{indent}{name}: {_yaml_scalar(value)}")
-    return lines
-
-
-def render_default_config() -> str:
-    """The commented YAML that ``guaipeca init`` writes.
-
-    Every section and key appears with its default and a one-line comment; the corpus
-    list is a commented-out sample, so the file loads as the defaults (one corpus at
-    the current folder) until the user edits it, even where the sample folder does not
-    exist.
-    """
-    rows: dict[bool, list[str]] = {True: [], False: []}  # secret or not
-    for var, loc in ENV_OVERRIDES.items():
-        secret = _annotation_at(Settings, loc) is SecretStr
-        rows[secret].append(f"#   {var:<24} {'.'.join(loc)}")
-    header = _HEADER.format(secrets="\n".join(rows[True]), others="\n".join(rows[False]))
-    item: list[str] = []
-    for name, field in CorpusSettings.model_fields.items():
-        value = _SAMPLE_CORPUS.get(name, field.get_default(call_default_factory=True))
-        item.append(f"#     # {field.description}")
-        lead = "#   - " if name == "name" else "#     "
-        item.append(f"{lead}{name}: {_yaml_scalar(value)}")
-    parts = [header, _CORPORA.format(items="\n".join(item))]
-    defaults = Settings()
-    for section in list(Settings.model_fields)[1:]:  # after corpora
-        value = getattr(defaults, section)
-        about = str(Settings.model_fields[section].description)
-        lines = [f"# {about[0].upper()}{about[1:]}.", f"{section}:"]
-        lines.extend(_section_lines(type(value), value, "  "))
-        parts.append("\n".join(lines) + "\n")
-    return "\n".join(parts)
