@@ -197,22 +197,22 @@ def _slots(corpus: Corpus, reembed: Reembed | None) -> list[str]:
 
 
 def _vectors(corpus: Corpus, reembed: Reembed | None) -> list[str]:
-    live = corpus.catalog.live_hashes()
-    _, high_water = corpus.catalog.slot_map()
+    # Slots alone (the hashes, a slow query at 1M chunks, only for zero rows), as at open.
+    slot_to_pk, high_water = corpus.catalog.slot_map()
     rows = corpus.vector_rows()
     if high_water > len(rows):
         return [f"vectors: the file holds {len(rows)} rows, the catalog needs {high_water}"]
-    slots = np.asarray([s for s, _ in live], dtype=np.int64)
+    slots = np.flatnonzero(slot_to_pk >= 0).astype(np.int64)
     bad, zero = damaged_rows(rows, slots)
     count = len(bad)
     if len(zero):
-        by_slot = dict(live)
+        by_slot = corpus.catalog.hashes_at(zero)
         hashes = [by_slot[int(s)] for s in zero]
         fresh = reembed(corpus.catalog, hashes) if reembed is not None else {}
         # Zero rows are damage unless the model really gives zero for those chunks.
         count += sum(1 for h in hashes if h not in fresh or np.any(fresh[h]))
     if count:
-        return [f"vectors: {count} of {len(live)} chunk vectors are damaged (not unit vectors)"]
+        return [f"vectors: {count} of {len(slots)} chunk vectors are damaged (not unit vectors)"]
     return []
 
 
