@@ -158,11 +158,10 @@ class _Node:
     outputs: list[str] = field(default_factory=list)
     ints: dict[str, int] = field(default_factory=dict)
     other_attrs: bool = False
-    raw: bytes | memoryview = b""
 
 
 def _node(raw: memoryview) -> _Node:
-    node = _Node(raw=raw)
+    node = _Node()
     for number, _wire, value in _fields(raw):
         if number == _NODE_INPUT:
             node.inputs.append(_text(value))
@@ -310,7 +309,7 @@ def _rewrite(
     new_inits: list[bytes] = []
     removed_names: set[str] = set()
     for index, cast in enumerate(nodes):
-        plan = _match(index, cast, nodes, inits, consumers, uses, pinned)
+        plan = _match(cast, nodes, inits, consumers, uses, pinned)
         if plan is None:
             continue
         if any(u in replaced for u in consumers[nodes[plan[1]].outputs[0]]):
@@ -391,7 +390,6 @@ def _rewrite(
 
 
 def _match(
-    index: int,
     cast: _Node,
     nodes: list[_Node],
     inits: dict[str, memoryview],

@@ -163,7 +163,9 @@ class OnnxEmbedder:
         # so the same file gives the same vectors from any folder; other models load as they
         # are, since their accuracy under the rewrite is unmeasured.
         if int8_weights is None:
-            int8_weights = _is_default_model(model_bytes)
+            # With no path and no other hash, the check above already proved the content.
+            bundled = model_path is None and model_sha256 is None
+            int8_weights = bundled or _is_default_model(model_bytes)
         compact = keep_weights_int8(model_bytes) if int8_weights else None
         del model_bytes
         self.int8_weights = compact is not None

@@ -80,6 +80,10 @@ class PreparedDocument:
     enrichments: Sequence[tuple[str | None, tuple[tuple[str, str], ...]]] = ()
 
 
+#: (catalog generation, slot -> chunk_pk, high-water mark) as read when the vectors were checked.
+_OpenedSlots = tuple[int, npt.NDArray[np.int64], int]
+
+
 @dataclass(frozen=True, slots=True)
 class _Snapshot:
     generation: int
@@ -117,8 +121,6 @@ class Corpus:
             folder.mkdir(parents=True, exist_ok=True)
             _refuse_lost_catalog(self.name, folder)
         self.catalog = Catalog(folder / "catalog.sqlite" if folder else None)
-        self._opened_map: tuple[npt.NDArray[np.int64], int] | None = None
-        self._opened_at = -1
         self._lock = WriteLock(folder / "write.lock" if folder else None)
         with self._lock:
             self.language = self._check_meta(language, model, dim)
@@ -127,10 +129,11 @@ class Corpus:
         self._reembed = reembed
         self.analyzer = Analyzer(self.language)
         with self._lock:
-            self._vectors: FileVectors | MemoryVectors = self._open_vectors()
+            self._vectors: FileVectors | MemoryVectors
+            self._vectors, opened = self._open_vectors()
             self.lexical = self._open_lexical()
             self._reconcile_lexical()
-        self._snap = self._load_snapshot()
+        self._snap = self._load_snapshot(opened)
         self._snap_lock = threading.Lock()
 
     # -- opening -----------------------------------------------------------------------
@@ -162,10 +165,13 @@ class Corpus:
             )
         return lang
 
-    def _open_vectors(self) -> FileVectors | MemoryVectors:
-        """The vector file, checked; a damaged one is restored (backup, then re-embedding)."""
+    def _open_vectors(self) -> tuple[FileVectors | MemoryVectors, _OpenedSlots | None]:
+        """The vector file, checked; a damaged one is restored (backup, then re-embedding).
+
+        With it, the slot map the check read and the generation it belongs to, for the first
+        snapshot (None when it must read its own)."""
         if self.folder is None:
-            return MemoryVectors(self.dim)
+            return MemoryVectors(self.dim), None
         current = self.catalog.get_meta("vectors_file") or "vectors.f32"
         # A compaction that crashed before its catalog commit leaves a file nobody names.
         for stray in self.folder.glob("vectors*.f32*"):
@@ -174,8 +180,8 @@ class Corpus:
         (self.folder / f"{BACKUP_NAME}.tmp").unlink(missing_ok=True)
         # The slots alone are enough to check the vectors; the hashes (a slow query at 1M
         # chunks) are read only when something needs restoring.
-        self._opened_at = self.catalog.generation()
-        slot_to_pk, high_water = self._opened_map = self.catalog.slot_map()
+        generation = self.catalog.generation()
+        slot_to_pk, high_water = self.catalog.slot_map()
         slots = np.flatnonzero(slot_to_pk >= 0).astype(np.int64)
         path = self.folder / current
         problem = None
@@ -190,10 +196,10 @@ class Corpus:
                 problem = self._damage(vectors.rows(), slots, high_water)
                 if problem is None:
                     vectors.release()  # the check read every row; searches need few
-                    return vectors
+                    return vectors, (generation, slot_to_pk, high_water)
                 vectors.close()
-        self._opened_map = None  # restoring changes the generation: load afresh
-        return self._restore_vectors(path, self.catalog.live_hashes(), high_water, problem)
+        # Restoring changes the generation: the first snapshot reads afresh.
+        return self._restore_vectors(path, self.catalog.live_hashes(), high_water, problem), None
 
     def _damage(self, rows: F32, slots: npt.NDArray[np.int64], high_water: int) -> str | None:
         """Why these rows cannot serve the catalog's chunks, or None when they can."""
@@ -361,13 +367,11 @@ class Corpus:
         # memory as on disk, which keeps their rankings identical.
         self.lexical.release_writer()
 
-    def _load_snapshot(self) -> _Snapshot:
-        opened, self._opened_map = self._opened_map, None
-        if opened is not None and self.catalog.generation() == self._opened_at:
+    def _load_snapshot(self, opened: _OpenedSlots | None = None) -> _Snapshot:
+        if opened is not None and self.catalog.generation() == opened[0]:
             # Nothing committed since the vectors were checked: their slot map is current
             # (saves a second read of every chunk row at open).
-            generation = self._opened_at
-            slot_to_pk, high_water = opened
+            generation, slot_to_pk, high_water = opened
         else:
             generation = self.catalog.generation()
             slot_to_pk, high_water = self.catalog.slot_map()

@@ -241,13 +241,7 @@ def damaged_rows(
         norms = np.sqrt(squares[inside])
     is_zero = norms == 0
     broken = ~np.isfinite(norms) | (~is_zero & (np.abs(norms - 1.0) > _NORM_TOLERANCE))
-    bad = [outside, inside[broken]]
-    zero = [inside[is_zero]]
-    empty = np.zeros(0, dtype=np.int64)
-    return (
-        np.concatenate(bad) if bad else empty,
-        np.concatenate(zero) if zero else empty,
-    )
+    return np.concatenate([outside, inside[broken]]), inside[is_zero]
 
 
 _BACKUP_MAGIC = b"GUAIPBAK"
