@@ -53,14 +53,15 @@ import importlib
 import logging
 import math
 import re
-from bisect import bisect_right
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any
 
 from guaipeca.errors import ConversionError, InvalidArgumentError
+
+from ._pdf_tables import Table, find_tables, may_have_table
+from ._pdf_text import SPACES, Vocab, clean, join, vocabulary
 
 __all__ = ["PdfResult", "convert_pdf"]
 
@@ -88,8 +89,6 @@ _MARGIN_BAND = 0.12  # top/bottom fraction of the page where running heads live
 _MAX_SIZE_HEADING_CHARS = 200
 _MAX_EMPH_HEADING_CHARS = 120
 _MAX_HEADING_LINES = 3
-_MAX_DRAWINGS_FOR_TABLES = 20_000  # beyond this, table detection is skipped (too slow)
-_HYPHEN_PREFIXES = frozenset({"non", "self", "well", "all", "ex", "half", "quasi", "cross"})
 
 # --------------------------------------------------------------------------- patterns
 _BULLET_CHARS = "•●▪◦‣∙■□➢➤►\uf0b7\uf0a7\uf0d8\uf076"
@@ -106,15 +105,9 @@ _PAGE_NUMBER = re.compile(
 )
 _CHAPTER_PAGE = re.compile(r"[A-Z]?\d{1,3}[-–.]\d{1,4}|[A-Z]{1,2}[-–]\d{1,5}")
 _RUN_IN_LABEL = re.compile(r"[A-Z][A-Z0-9 ,&/'’()\-–]{1,60}:")
-_HYPHENATED = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
-_WORD = re.compile(r"[^\W\d_]+")
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\u200b\ufeff]")
-_SPACES = re.compile(r"[ \t\u00a0\u2000-\u200a\u202f\u3000]+")
 _DIGITS = re.compile(r"\d+")
-_CJK = re.compile(r"[\u2e80-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
 _LETTER = re.compile(r"[^\W\d_]")
 _ESCAPE_START = re.compile(r"#|>|\||```|~~~")
-_LEADER_IN_CELL = re.compile(r"\s+(?:\.\s?){2,}(?=\s|$)")  # "$85 ........" → "$85"
 _LEADER = re.compile(r"\s*(?:\.\s?){5,}\s*")  # table-of-contents dot leaders in prose
 
 _BOLD_FONT = ("bold", "black", "heavy", "semibold", "demi")
@@ -178,16 +171,10 @@ class _Line:
 
 
 @dataclass(slots=True)
-class _Table:
-    markdown: str
-    rect: tuple[float, float, float, float]
-
-
-@dataclass(slots=True)
 class _Page:
     height: float
     width: float = 0.0
-    items: list[list[_Line] | _Table] = field(default_factory=list)
+    items: list[list[_Line] | Table] = field(default_factory=list)
     state: str = "text"  # "text", "blank", "image" (no text layer) or "error"
     images: bool = False  # the page shows raster images
 
@@ -206,13 +193,6 @@ class _Style:
     body: float  # the body text size
     bold: bool = True  # bold marks headings (False when most body text is bold)
     italic: bool = True
-
-
-@dataclass(slots=True)
-class _Vocab:
-    # Compounds written with a hyphen mid-line: "non-normal" → hyphenated["non"] = {"normal"}
-    hyphenated: dict[str, set[str]] = field(default_factory=dict)
-    words: set[str] = field(default_factory=set)
 
 
 # --------------------------------------------------------------------------- public API
@@ -313,7 +293,7 @@ def _convert_document(fitz: Any, doc: Any, name: str, max_pages: int) -> PdfResu
 
     for p in text_pages:  # running heads and page numbers do not vote for the body size
         for item in p.items:
-            if not isinstance(item, _Table):
+            if not isinstance(item, Table):
                 for ln in item:
                     if not ln.running:
                         _count_sizes(ln, sizes)
@@ -323,14 +303,14 @@ def _convert_document(fitz: Any, doc: Any, name: str, max_pages: int) -> PdfResu
         ln.text.count("\ufffd")
         for p in text_pages
         for item in p.items
-        if not isinstance(item, _Table)
+        if not isinstance(item, Table)
         for ln in item
     )
     if total and undecoded > 0.05 * total:
         warnings.append(
             "some text could not be decoded (fonts without a Unicode mapping); searches may miss it"
         )
-    vocab = _vocabulary(text_pages)
+    vocab = vocabulary(_texts(text_pages))
     page_units = [_page_units(p, style, vocab) for p in pages]
     _assign_levels(page_units)
     text, starts = _render(page_units)
@@ -358,15 +338,10 @@ def _page_list(numbers: Sequence[int]) -> str:
 
 
 # --------------------------------------------------------------------------- extraction
-def _clean(text: str) -> str:
-    text = _CONTROL.sub(" ", text)
-    return _SPACES.sub(" ", text)
-
-
 def _make_line(raw: Any) -> _Line | None:
     spans: list[_Span] = []
     for s in raw.get("spans", ()):
-        t = _clean(str(s.get("text", "")))
+        t = clean(str(s.get("text", "")))
         if not t:
             continue
         font = str(s.get("font", "")).lower()
@@ -379,7 +354,7 @@ def _make_line(raw: Any) -> _Line | None:
                 italic=bool(flags & 2) or any(k in font for k in _ITALIC_FONT),
             )
         )
-    text = _SPACES.sub(" ", _LEADER.sub(" ", "".join(s.text for s in spans))).strip()
+    text = SPACES.sub(" ", _LEADER.sub(" ", "".join(s.text for s in spans))).strip()
     if not text:
         return None
     weight: Counter[float] = Counter()
@@ -428,10 +403,10 @@ def _extract_page(
     if not blocks:
         has_ink = images or bool(page.get_cdrawings())
         return _Page(height=height, width=width, state="image" if has_ink else "blank")
-    tables: list[_Table] = []
+    tables: list[Table] = []
     try:
-        if _may_have_table(page):
-            tables = _find_tables(page, flags)
+        if may_have_table(page):
+            tables = find_tables(page, flags)
     except Exception as exc:  # PyMuPDF's table finder is heuristic code: never fatal
         log.warning(
             "page %d: table detection failed (%s); keeping its text", pno, type(exc).__name__
@@ -466,20 +441,20 @@ def _extract_page(
     return out
 
 
-def _titles_before_tables(items: list[list[_Line] | _Table]) -> list[list[_Line] | _Table]:
+def _titles_before_tables(items: list[list[_Line] | Table]) -> list[list[_Line] | Table]:
     """Move text blocks drawn right above a table, but streamed after it, before it.
 
     Table titles are often written last into the content stream; read in stream order they
     would land after the table they name.
     """
     out = list(items)
-    for table in [it for it in items if isinstance(it, _Table)]:
+    for table in [it for it in items if isinstance(it, Table)]:
         at = out.index(table)
         x0, y0, x1, _ = table.rect
         above = [
             it
             for it in out[at + 1 :]
-            if not isinstance(it, _Table)
+            if not isinstance(it, Table)
             and max(ln.y1 for ln in it) <= y0 + 1
             and min(ln.x0 for ln in it) < x1
             and max(ln.x1 for ln in it) > x0
@@ -491,216 +466,13 @@ def _titles_before_tables(items: list[list[_Line] | _Table]) -> list[list[_Line]
     return out
 
 
-def _table_at(tables: Sequence[_Table], ln: _Line) -> int | None:
+def _table_at(tables: Sequence[Table], ln: _Line) -> int | None:
     cx, cy = (ln.x0 + ln.x1) / 2, (ln.y0 + ln.y1) / 2
     for i, t in enumerate(tables):
         x0, y0, x1, y1 = t.rect
         if x0 - 1 <= cx <= x1 + 1 and y0 - 1 <= cy <= y1 + 1:
             return i
     return None
-
-
-# --------------------------------------------------------------------------- tables
-def _may_have_table(page: Any) -> bool:
-    """Cheap pre-check: ruled tables need at least two horizontal and two vertical edges.
-
-    ``find_tables`` costs ~0.2 s on a dense page even when there is nothing to find, so pages
-    whose vector graphics cannot form a grid are skipped.
-    """
-    drawings = page.get_cdrawings()
-    if not drawings or len(drawings) > _MAX_DRAWINGS_FOR_TABLES:
-        return False
-    horizontal = vertical = 0
-    for d in drawings:
-        for item in d.get("items", ()):
-            kind = item[0]
-            if kind == "l":
-                (ax, ay), (bx, by) = item[1], item[2]
-                if abs(ay - by) < 1 and abs(ax - bx) >= 3:
-                    horizontal += 1
-                elif abs(ax - bx) < 1 and abs(ay - by) >= 3:
-                    vertical += 1
-            elif kind in ("re", "qu"):
-                if kind == "re":
-                    x0, y0, x1, y1 = item[1]
-                else:
-                    xs = [p[0] for p in item[1]]
-                    ys = [p[1] for p in item[1]]
-                    x0, y0, x1, y1 = min(xs), min(ys), max(xs), max(ys)
-                w, h = abs(x1 - x0), abs(y1 - y0)
-                if w >= 3 and h >= 3:
-                    horizontal += 2
-                    vertical += 2
-                elif w >= 3:
-                    horizontal += 1
-                elif h >= 3:
-                    vertical += 1
-            if horizontal >= 2 and vertical >= 2:
-                return True
-    return False
-
-
-def _cell_text(text: str | None) -> str:
-    if not text:
-        return ""
-    text = _LEADER_IN_CELL.sub("", _clean(text.replace("\n", " ")))
-    return _SPACES.sub(" ", text).strip()
-
-
-def _find_tables(page: Any, flags: int) -> list[_Table]:
-    found = page.find_tables()
-    words: list[tuple[float, float, float, float, str]] | None = None
-    out: list[_Table] = []
-    for tb in found.tables:
-        raw_rows: list[list[str | None]] = tb.extract()
-        row_cells: list[list[Any]] = [list(r.cells) for r in tb.rows]
-        if len(raw_rows) != len(row_cells) or not raw_rows:
-            continue
-        ncols = max(len(r) for r in row_cells)
-        # Leading rows with at most one filled cell are titles: left to the running text.
-        first = 0
-        while first < len(raw_rows) and sum(1 for c in raw_rows[first] if _cell_text(c)) <= 1:
-            first += 1
-        if first >= len(raw_rows):
-            continue
-        col_x0 = _column_lefts(row_cells, ncols)
-        rows: list[list[str]] = []
-        for k in range(first, len(raw_rows)):
-            cells = list(raw_rows[k]) + [None] * (ncols - len(raw_rows[k]))
-            if any(c and "\n" in c for c in cells) and col_x0 is not None:
-                if words is None:
-                    words = [
-                        (float(w[0]), float(w[1]), float(w[2]), float(w[3]), str(w[4]))
-                        for w in page.get_text("words", flags=flags)
-                    ]
-                starts = [
-                    j < len(row_cells[k]) and row_cells[k][j] is not None for j in range(ncols)
-                ]
-                x0, y0, x1, y1 = (float(v) for v in tb.rows[k].bbox)
-                if k + 1 < len(raw_rows):  # cells spanning rows reach below: stop at the next
-                    y1 = min(y1, max(y0, float(tb.rows[k + 1].bbox[1])))
-                split = _split_row(words, (x0, y0, x1, y1), col_x0, starts, header=k == first)
-                if split is not None:
-                    rows.extend(split)
-                    continue
-            rows.append([_cell_text(c) for c in cells])
-        markdown = _table_markdown(rows)
-        if markdown is None:
-            continue
-        boxes = [tb.rows[k].bbox for k in range(first, len(raw_rows))]
-        rect = (
-            min(float(b[0]) for b in boxes),
-            min(float(b[1]) for b in boxes),
-            max(float(b[2]) for b in boxes),
-            max(float(b[3]) for b in boxes),
-        )
-        out.append(_Table(markdown=markdown, rect=rect))
-    return out
-
-
-def _column_lefts(row_cells: list[list[Any]], ncols: int) -> list[float] | None:
-    lefts: list[float] = []
-    for j in range(ncols):
-        xs = [float(r[j][0]) for r in row_cells if j < len(r) and r[j] is not None]
-        if not xs:
-            return None
-        lefts.append(min(xs))
-    return lefts if lefts == sorted(lefts) else None
-
-
-def _split_row(
-    words: list[tuple[float, float, float, float, str]],
-    bbox: Sequence[float],
-    col_x0: list[float],
-    cell_starts: list[bool],
-    *,
-    header: bool = False,
-) -> list[list[str]] | None:
-    """Rebuild one grid row whose cells hold several records, one row per visual line.
-
-    Tables without horizontal rules come out of ``find_tables`` as a few tall rows whose
-    cells hold many lines. Words are grouped into lines by their vertical centre and into
-    the table's columns by their horizontal centre. Inside a cell this row merges across
-    several columns (``cell_starts[j]`` is False where no cell of the row begins), words at
-    normal word spacing stay in the cell of the phrase they continue (a note spanning the
-    table stays one cell). A line that fills only one cell continues the row above (a
-    wrapped cell); in the ``header`` row, so does a line whose cells all continue filled cells
-    of the line above ("DATE" / "POSTED"). Returns None when the row does not look like
-    several records.
-    """
-    x0, y0, x1, y1 = (float(v) for v in bbox)
-    inside = [
-        w
-        for w in words
-        if x0 - 1 <= (w[0] + w[2]) / 2 <= x1 + 1 and y0 - 1 <= (w[1] + w[3]) / 2 <= y1 + 1
-    ]
-    if not inside:
-        return None
-    inside.sort(key=lambda w: ((w[1] + w[3]) / 2, w[0]))
-    lines: list[list[tuple[float, float, float, float, str]]] = []
-    ref_y = ref_h = 0.0
-    for w in inside:
-        yc, h = (w[1] + w[3]) / 2, max(w[3] - w[1], 0.1)
-        if lines and abs(yc - ref_y) <= 0.45 * min(h, ref_h):
-            lines[-1].append(w)
-        else:
-            lines.append([w])
-            ref_y, ref_h = yc, h
-    ncols = len(col_x0)
-    rows: list[list[str]] = []
-    for line in lines:
-        cells: list[list[str]] = [[] for _ in range(ncols)]
-        last: tuple[float, float, float, float, str] | None = None
-        cj = 0
-        for w in sorted(line, key=lambda w: w[0]):
-            j = max(0, min(ncols - 1, bisect_right(col_x0, (w[0] + w[2]) / 2) - 1))
-            if (
-                last is not None
-                and j > cj
-                and w[0] - last[2] <= 0.5 * (w[3] - w[1])
-                and not any(cell_starts[cj + 1 : j + 1])
-            ):
-                j = cj  # same phrase, same merged cell
-            cells[j].append(w[4])
-            last, cj = w, j
-        row = [_cell_text(" ".join(c)) for c in cells]
-        filled = [j for j, c in enumerate(row) if c]
-        above = [j for j, c in enumerate(rows[-1]) if c] if rows else []
-        if (len(filled) == 1 and len(above) >= 2) or (
-            header and filled and set(filled) <= set(above)
-        ):
-            for j in filled:
-                rows[-1][j] = (rows[-1][j] + " " + row[j]).strip()
-        else:
-            rows.append(row)
-    if header and len(rows) >= 2:
-        # A header cell set higher than its neighbours ("Cost on U.S." over "operators").
-        lone = [j for j, c in enumerate(rows[0]) if c]
-        if len(lone) == 1 and rows[1][lone[0]]:
-            j = lone[0]
-            rows[1][j] = rows[0][j] + " " + rows[1][j]
-            del rows[0]
-    if len(rows) < 2 or not any(sum(1 for c in r if c) >= 2 for r in rows):
-        return None
-    return rows
-
-
-def _table_markdown(rows: list[list[str]]) -> str | None:
-    rows = [r for r in rows if any(r)]
-    if len(rows) < 2:
-        return None
-    ncols = max(len(r) for r in rows)
-    rows = [r + [""] * (ncols - len(r)) for r in rows]
-    keep = [j for j in range(ncols) if any(r[j] for r in rows)]
-    if len(keep) < 2:
-        return None
-    out: list[str] = []
-    for i, r in enumerate(rows):
-        cells = [r[j].replace("|", "\\|") for j in keep]
-        out.append("| " + " | ".join(cells) + " |")
-        if i == 0:
-            out.append("|" + "---|" * len(keep))
-    return "\n".join(out)
 
 
 # --------------------------------------------------------------------------- document analysis
@@ -722,7 +494,7 @@ def _doc_style(pages: list[_Page], body: float) -> _Style:
     chars = bold = italic = 0
     for page in pages:
         for item in page.items:
-            if isinstance(item, _Table):
+            if isinstance(item, Table):
                 continue
             for ln in item:
                 for s in ln.spans:
@@ -757,7 +529,7 @@ def _mark_running(pages: list[_Page]) -> None:
     for page in pages:
         keys: set[tuple[str, str]] = set()
         for item in page.items:
-            if isinstance(item, _Table):
+            if isinstance(item, Table):
                 continue
             for ln in item:
                 band = _band(ln, page.height)
@@ -767,7 +539,7 @@ def _mark_running(pages: list[_Page]) -> None:
     threshold = max(3, math.ceil(len(pages) / 2))
     for page in pages:
         for item in page.items:
-            if isinstance(item, _Table):
+            if isinstance(item, Table):
                 continue
             for ln in item:
                 band = _band(ln, page.height)
@@ -787,75 +559,21 @@ def _mark_running(pages: list[_Page]) -> None:
                     ln.running = True
 
 
-def _has_content(page: _Page) -> bool:
-    return any(
-        isinstance(item, _Table) or any(not ln.running for ln in item) for item in page.items
-    )
-
-
-def _vocabulary(pages: list[_Page]) -> _Vocab:
-    vocab = _Vocab()
+def _texts(pages: list[_Page]) -> Iterator[str]:
+    """Every line's text and every table's Markdown, page by page."""
     for page in pages:
         for item in page.items:
-            texts = [item.markdown] if isinstance(item, _Table) else [ln.text for ln in item]
-            for text in texts:
-                low = text.lower()
-                for m in _HYPHENATED.finditer(low):
-                    parts = m.group(0).split("-")
-                    for a, b in pairwise(parts):
-                        vocab.hyphenated.setdefault(a, set()).add(b)
-                vocab.words.update(_WORD.findall(low))
-    return vocab
+            if isinstance(item, Table):
+                yield item.markdown
+            else:
+                yield from (ln.text for ln in item)
+
+
+def _has_content(page: _Page) -> bool:
+    return any(isinstance(item, Table) or any(not ln.running for ln in item) for item in page.items)
 
 
 # --------------------------------------------------------------------------- text rebuilding
-def _join(a: str, b: str, vocab: _Vocab) -> str:
-    """Join two wrapped lines of one paragraph, undoing end-of-line hyphenation."""
-    if not a:
-        return b
-    if not b:
-        return a
-    last = a[-1]
-    if last == "\u00ad":  # soft hyphen: always a line-break hyphenation
-        return a[:-1] + b
-    if len(a) >= 2 and not a[-2].isspace():
-        if last == "-" and a[-2].isalpha() and b[0].isalpha():
-            token = a.rsplit(" ", 1)[-1]
-            head = _WORD.findall(token)
-            tail = _WORD.match(b)
-            if (
-                a[-2].islower()
-                and b[0].islower()
-                and head
-                and tail is not None
-                and not _is_address(token)
-                and not _keep_hyphen(head[-1].lower(), tail.group(0).lower(), vocab)
-            ):
-                return a[:-1] + b
-            return a + b
-        if last in "–—/@":
-            return a + b
-    if _CJK.match(last) and _CJK.match(b[0]):  # no spaces between Chinese/Japanese words
-        return a + b
-    return a + " " + b
-
-
-def _is_address(token: str) -> bool:
-    return "@" in token or "://" in token or token.lower().startswith("www.")
-
-
-def _keep_hyphen(head: str, tail: str, vocab: _Vocab) -> bool:
-    joined = head + tail
-    # "work-" / "hour" is kept when the text has "work-hours" (or "work-hour") elsewhere.
-    tails = vocab.hyphenated.get(head, set())
-    if joined not in vocab.words and any(
-        t == tail or (min(len(t), len(tail)) >= 3 and (t.startswith(tail) or tail.startswith(t)))
-        for t in tails
-    ):
-        return True
-    return head in _HYPHEN_PREFIXES and joined not in vocab.words
-
-
 def _starts_emph(ln: _Line, style: str) -> bool:
     for s in ln.spans:
         if s.text.strip():
@@ -882,18 +600,18 @@ def _is_footnote(block: list[_Line], body: float, height: float) -> bool:
     )
 
 
-def _page_units(page: _Page, style: _Style, vocab: _Vocab) -> list[_Unit]:
+def _page_units(page: _Page, style: _Style, vocab: Vocab) -> list[_Unit]:
     # Footnotes are often streamed between two columns, splitting a paragraph: move them
     # to the end of the page.
     notes = [
         it
         for it in page.items
-        if not isinstance(it, _Table) and _is_footnote(it, style.body, page.height)
+        if not isinstance(it, Table) and _is_footnote(it, style.body, page.height)
     ]
     items = [it for it in page.items if not any(it is n for n in notes)] + notes
     units: list[_Unit] = []
     for item in items:
-        if isinstance(item, _Table):
+        if isinstance(item, Table):
             units.append(_Unit("table", item.markdown))
             continue
         block = _block_units([ln for ln in item if not ln.running], style, vocab)
@@ -920,13 +638,13 @@ def _page_units(page: _Page, style: _Style, vocab: _Vocab) -> list[_Unit]:
                 or (prev.text[-1:] in (",", "–", "—", "-", "(", "/") and u.text[:1].isalnum())
             )
         ):
-            prev.text = _join(prev.text, u.text, vocab)
+            prev.text = join(prev.text, u.text, vocab)
             continue
         merged.append(u)
     return merged
 
 
-def _block_units(lines: list[_Line], style: _Style, vocab: _Vocab) -> list[_Unit]:
+def _block_units(lines: list[_Line], style: _Style, vocab: Vocab) -> list[_Unit]:
     if not lines:
         return []
     body = style.body
@@ -1025,7 +743,7 @@ def _block_units(lines: list[_Line], style: _Style, vocab: _Vocab) -> list[_Unit
             cur = _Unit("li" if ordered else "p", ln.text if ordered else _escape(ln.text))
             units.append(cur)
         else:
-            cur.text = _join(cur.text, ln.text, vocab)
+            cur.text = join(cur.text, ln.text, vocab)
         prev, i = ln, i + 1
     return units
 
@@ -1034,10 +752,10 @@ def _run_in(ln: _Line) -> tuple[str, str] | None:
     cut = next((k for k, s in enumerate(ln.spans) if s.text.strip() and not s.bold), None)
     if not cut:  # no bold lead-in, or the whole line is bold
         return None
-    label = _SPACES.sub(" ", "".join(s.text for s in ln.spans[:cut])).strip()
+    label = SPACES.sub(" ", "".join(s.text for s in ln.spans[:cut])).strip()
     if not _RUN_IN_LABEL.fullmatch(label) or _letters(label) < 2:
         return None
-    rest = _SPACES.sub(" ", "".join(s.text for s in ln.spans[cut:])).strip()
+    rest = SPACES.sub(" ", "".join(s.text for s in ln.spans[cut:])).strip()
     if not rest:
         return None
     return label, rest
