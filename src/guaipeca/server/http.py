@@ -45,7 +45,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .. import __version__
 from ..errors import GuaipecaError, NotFoundError
 from ..search.backend import BackendUnavailableError
-from .idle import IdleTrim
+from .idle import IdleTrim, ToolCalls
 from .security import (
     AllowedHostsMiddleware,
     Authenticator,
@@ -413,29 +413,25 @@ def _log_config() -> dict[str, Any]:
     return config
 
 
-class _InFlight:
+class _InFlight(ToolCalls):
     """Counts requests being served, except the long-lived streams (``GET /mcp``,
     ``GET /sse``) that only end when the client or the server closes them."""
 
     STREAMS: Final = frozenset({"/mcp", "/sse"})
 
     def __init__(self, app: ASGIApp) -> None:
+        super().__init__()
         self.app = app
-        self.count = 0
-        self.finished = 0  # requests done so far
-        self.last_done = time.monotonic()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or (scope["method"] == "GET" and scope["path"] in self.STREAMS):
             await self.app(scope, receive, send)
             return
-        self.count += 1
+        self.started()
         try:
             await self.app(scope, receive, send)
         finally:
-            self.count -= 1
-            self.finished += 1
-            self.last_done = time.monotonic()
+            self.done()
 
 
 class _DrainingServer(uvicorn.Server):

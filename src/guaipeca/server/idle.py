@@ -30,7 +30,8 @@ class Activity(Protocol):
 
 
 class ToolCalls:
-    """Counts tool calls (any transport); updated on the event loop, so no lock."""
+    """Counts calls in flight and done: tool calls (any transport), or HTTP requests in
+    http.py's subclass. Updated on the event loop, so no lock."""
 
     def __init__(self) -> None:
         self.count = 0
