@@ -19,9 +19,9 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import GuaipecaError
-from .search.corpus import BACKUP_NAME, Corpus
+from .search.corpus import BACKUP_NAME, Corpus, count_damaged
 from .store import Catalog
-from .store.vectors import damaged_rows, read_backup
+from .store.vectors import read_backup
 
 __all__ = ["CheckReport", "CorpusCheck", "verify_corpus"]
 
@@ -203,14 +203,7 @@ def _vectors(corpus: Corpus, reembed: Reembed | None) -> list[str]:
     if high_water > len(rows):
         return [f"vectors: the file holds {len(rows)} rows, the catalog needs {high_water}"]
     slots = np.flatnonzero(slot_to_pk >= 0).astype(np.int64)
-    bad, zero = damaged_rows(rows, slots)
-    count = len(bad)
-    if len(zero):
-        by_slot = corpus.catalog.hashes_at(zero)
-        hashes = [by_slot[int(s)] for s in zero]
-        fresh = reembed(corpus.catalog, hashes) if reembed is not None else {}
-        # Zero rows are damage unless the model really gives zero for those chunks.
-        count += sum(1 for h in hashes if h not in fresh or np.any(fresh[h]))
+    count = count_damaged(rows, slots, corpus.catalog, reembed, strict=True)
     if count:
         return [f"vectors: {count} of {len(slots)} chunk vectors are damaged (not unit vectors)"]
     return []

@@ -205,16 +205,9 @@ class Corpus:
         """Why these rows cannot serve the catalog's chunks, or None when they can."""
         if high_water > len(rows):
             return f"vector file holds {len(rows)} rows, the catalog needs {high_water}"
-        bad, zero = damaged_rows(rows, slots)
-        if len(zero) and self._reembed is not None:
-            # Zero rows are damage unless the model really gives zero for those chunks.
-            by_slot = self.catalog.hashes_at(zero)
-            hashes = [by_slot[int(s)] for s in zero]
-            fresh = self._reembed(self.catalog, hashes)
-            real = [s for s, h in zip(zero, hashes, strict=True) if _nonzero(fresh.get(h))]
-            bad = np.concatenate([bad, np.asarray(real, dtype=np.int64)])
-        if len(bad):
-            return f"{len(bad)} of {len(slots)} vectors are damaged"
+        bad = count_damaged(rows, slots, self.catalog, self._reembed, strict=False)
+        if bad:
+            return f"{bad} of {len(slots)} vectors are damaged"
         return None
 
     def _restore_vectors(
@@ -794,5 +787,29 @@ def _refuse_lost_catalog(name: str, folder: Path) -> None:
         )
 
 
-def _nonzero(vector: F32 | None) -> bool:
-    return vector is not None and bool(np.any(vector))
+def count_damaged(
+    rows: F32,
+    slots: npt.NDArray[np.int64],
+    catalog: Catalog,
+    reembed: Reembed | None,
+    *,
+    strict: bool,
+) -> int:
+    """How many of the vectors at ``slots`` are damaged (not unit vectors).
+
+    A zero row is damage unless the model really gives zero for that chunk, which only
+    re-embedding it can tell. When it cannot be told (no model, or the chunk's input does not
+    rebuild to its stored hash), ``strict`` counts the row as damage (``guaipeca check``) and
+    lenient mode trusts it (opening an index, which must not refuse what it cannot judge).
+    """
+    bad, zero = damaged_rows(rows, slots)
+    if not len(zero):
+        return len(bad)
+    if reembed is None:
+        return len(bad) + (len(zero) if strict else 0)
+    by_slot = catalog.hashes_at(zero)
+    hashes = [by_slot[int(s)] for s in zero]
+    fresh = reembed(catalog, hashes)
+    judged = sum(1 for h in hashes if h in fresh and np.any(fresh[h]))
+    unknown = sum(1 for h in hashes if h not in fresh)
+    return len(bad) + judged + (unknown if strict else 0)
