@@ -48,7 +48,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peers
-from quality import machine, pct
+from quality import embedding_key, machine, make_settings, pct
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("BEIR_DIR", "/work/shared/data/beir"))
@@ -87,18 +87,17 @@ def load_units(log_: Any = log) -> tuple[list[tuple[str, str]], np.ndarray, list
     """Every real chunk whose vector is in the bench cache: ``[(title, body)]``, vectors, and
     which datasets were used. A chunk's cache key is sha256 of its embedding input under either
     cached setting (the default, or ``embedding.preprocess=false``)."""
-    from guaipeca import Index
     from guaipeca.chunk import canonicalize, chunk_text
-    from guaipeca.config import EngineSettings
+    from guaipeca.embed import embedding_input
 
     units: list[tuple[str, str]] = []
     vectors: list[np.ndarray] = []
     used = []
     for name in DATASETS:
         lookup: dict[str, np.ndarray] = {}
-        for npy in sorted(CACHE.glob(f"{name}-*.npy")):
+        for npy in _unit_caches(name):
             keys_path = npy.with_suffix(".keys.json")
-            if npy.name.endswith(".tmp.npy") or not keys_path.exists():
+            if not keys_path.exists():
                 continue
             mat = np.load(npy, mmap_mode="r")
             keys = json.loads(keys_path.read_text())
@@ -109,19 +108,16 @@ def load_units(log_: Any = log) -> tuple[list[tuple[str, str]], np.ndarray, list
             log_(f"[units] no cached vectors for {name}; skipped")
             continue
         docs, _ = peers.load_beir(DATA / name)
-        variants = [
-            Index(
-                embedder=_NoEmbedder(),
-                settings=EngineSettings.model_validate({"embedding": {"preprocess": p}}),
-            )
-            for p in (True, False)
-        ]
         found = missing = 0
         for doc_id, text in docs.items():
             text = canonicalize(text)
             title = text.split("\n", 1)[0].lstrip("# ").strip()
             chunks = chunk_text(text, doc_key=f"default/{doc_id}", max_size=1500)
-            keyed = [v._embedding_inputs(chunks)[0] for v in variants]
+            # What each chunk is embedded as with preprocessing on and off (no overlap).
+            keyed = [
+                [embedding_input(c.text, c.heading_path, preprocess=p) for c in chunks]
+                for p in (True, False)
+            ]
             for i, c in enumerate(chunks):
                 vec = None
                 for inputs in keyed:
@@ -137,23 +133,25 @@ def load_units(log_: Any = log) -> tuple[list[tuple[str, str]], np.ndarray, list
                     body = body.split("\n", 1)[1].strip() if "\n" in body else ""
                 units.append((title[:200], body))
                 vectors.append(np.asarray(vec, dtype=np.float32))
-        for v in variants:
-            v.close()
         used.append(name)
         log_(f"[units] {name}: {found} chunks with a cached vector, {missing} without")
     return units, np.vstack(vectors), used
 
 
-class _NoEmbedder:
-    """Stand-in for building embedding inputs only (never embeds)."""
-
-    name, dimension = "none", 384
-
-    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        raise AssertionError("not used")
-
-    def embed_query(self, text: str) -> np.ndarray:
-        raise AssertionError("not used")
+def _unit_caches(name: str) -> list[Path]:
+    """The quality bench's vector caches of a whole dataset made with the chunking the units
+    use (max_size 1500, no overlap, preprocessing on or off); other experiments' caches are
+    left out so they cannot change the corpus. Sorted so the int8-weights graph's vectors
+    (``-int8w-`` in the name) win over the plain graph's for the same input."""
+    keys = {
+        embedding_key(make_settings([f"embedding.preprocess={p}", "chunking.max_size=1500"]))[0]
+        for p in ("true", "false")
+    }
+    return sorted(
+        npy
+        for npy in CACHE.glob(f"{name}-*.npy")
+        if npy.stem.rpartition("-")[2] in keys and not npy.name.startswith(f"{name}-sub")
+    )
 
 
 def synthetic_doc(units: list[tuple[str, str]], k: int) -> tuple[str, str]:
