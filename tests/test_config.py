@@ -3,6 +3,7 @@ errors that name the key and the file, secrets that never show, and the `init` t
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import re
 from pathlib import Path
@@ -14,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, SecretStr
 
+from guaipeca.chunk import chunk_text
 from guaipeca.config import (
     ENV_OVERRIDES,
     SUPPORTED_EXTENSIONS,
@@ -393,9 +395,11 @@ def test_engine_settings_keep_their_defaults_and_accept_new_fields() -> None:
     engine = EngineSettings()
     assert (engine.language, engine.chunking.max_size, engine.chunking.overlap) == (
         "english",
-        1500,
+        2000,
         0,
     )
+    # The chunker's own default is the same, for callers of chunk_text without settings.
+    assert inspect.signature(chunk_text).parameters["max_size"].default == 2000
     assert (engine.embedding.preprocess_chars, engine.embedding.batch_size) == (500, 16)
     assert (engine.search.mode, engine.search.top_k, engine.search.rrf_k) == ("hybrid", 10, 10.0)
     extended = engine_settings(embedding={"passage_prefix": "p: "}, search={"toc_rerank": True})

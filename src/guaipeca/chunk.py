@@ -271,7 +271,7 @@ def chunk_text(
     text: str,
     *,
     doc_key: str,
-    max_size: int = 1500,
+    max_size: int = 2000,
     page_starts: Sequence[int] | None = None,
 ) -> list[ChunkSpan]:
     """Cut canonical ``text`` into ordered, exact, non-overlapping spans of at most ``max_size``.

@@ -196,7 +196,7 @@ class _Frozen(BaseModel):
 
 # -- engine sections ---------------------------------------------------------------------
 class ChunkingSettings(_Frozen):
-    max_size: int = Field(1500, ge=64, le=100_000, description="most characters in one chunk")
+    max_size: int = Field(2000, ge=64, le=100_000, description="most characters in one chunk")
     overlap: int = Field(
         0, ge=0, le=2000, description="characters of the previous chunk embedded as context"
     )

@@ -46,6 +46,48 @@ def _zero(start: float, length: int) -> Damage:
     return damage
 
 
+def _sqlite_free_pages(data: bytes) -> tuple[int, set[int], set[int]]:
+    """A SQLite file's page size, its freelist trunk pages and its free leaf pages (1-based),
+    read from the file format (header offset 32: the first trunk; each trunk lists leaves)."""
+    page_size = int.from_bytes(data[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    trunks: set[int] = set()
+    leaves: set[int] = set()
+    trunk = int.from_bytes(data[32:36], "big")
+    while trunk and trunk not in trunks:
+        trunks.add(trunk)
+        at = (trunk - 1) * page_size
+        count = int.from_bytes(data[at + 4 : at + 8], "big")
+        leaves.update(
+            int.from_bytes(data[at + 8 + 4 * i : at + 12 + 4 * i], "big") for i in range(count)
+        )
+        trunk = int.from_bytes(data[at : at + 4], "big")
+    return page_size, trunks, leaves
+
+
+def _zero_page(start: float, *, in_use: bool) -> Damage:
+    """Zero one whole page of a SQLite file: the first page from ``start`` (a fraction of the
+    file) that is in use (a lost block of data), or that is a free leaf page (harmless: SQLite
+    ignores what free pages hold). Chosen from the file's own freelist, so the case does not
+    depend on where the data happens to lie."""
+
+    def damage(path: Path) -> None:
+        data = bytearray(path.read_bytes())
+        page_size, trunks, leaves = _sqlite_free_pages(bytes(data))
+        pages = len(data) // page_size
+        wanted = [
+            n
+            for n in range(max(2, int(pages * start) + 1), pages + 1)
+            if (n not in trunks and n not in leaves) == in_use and (in_use or n in leaves)
+        ]
+        assert wanted, "no such page in the catalog"
+        at = (wanted[0] - 1) * page_size
+        data[at : at + page_size] = bytes(page_size)
+        path.write_bytes(bytes(data))
+
+    return damage
+
+
 def _garble(seed: int, count: int, *, skip: int = 0, end: int | None = None) -> Damage:
     """Overwrite ``count`` random bytes in ``[skip, end)`` (bit rot)."""
 
@@ -147,7 +189,8 @@ CASES: list[tuple[str, list[tuple[Path, Damage]], str]] = [
     ("catalog deleted", [(CATALOG, _delete)], "refuse"),
     ("catalog truncated to half", [(CATALOG, _truncate(0.5))], "refuse"),
     ("catalog header zeroed", [(CATALOG, _zero(0, 100))], "refuse"),
-    ("catalog block zeroed", [(CATALOG, _zero(0.5, 4096))], "refuse"),
+    ("catalog page in use zeroed", [(CATALOG, _zero_page(0.5, in_use=True))], "refuse"),
+    ("catalog free page zeroed", [(CATALOG, _zero_page(0.5, in_use=False))], "harmless"),
     ("catalog garbled (200 bytes)", [(CATALOG, _garble(6, 200, skip=100))], "refuse"),
     ("catalog garbled (3 bytes)", [(CATALOG, _garble(7, 3, skip=100))], "refuse"),
     ("lexical index deleted", [(LEXICAL, _delete)], "rebuild"),
