@@ -18,7 +18,7 @@ from .errors import InvalidArgumentError
 from .search.backend import CorpusStore
 from .search.rerank import Candidate, bm25_idf, lexical_rerank
 from .search.snippet import make_snippet
-from .store import ChunkRow
+from .store import ChunkRow, DocRow
 from .types import Chunk, Hit, ScoreParts
 
 # One candidate of a fused list: (score, corpus name, chunk key, where the score came from).
@@ -161,9 +161,14 @@ def grouped(
         for h in found:
             docs.setdefault((h.corpus, h.doc_id), h)
         best = with_snippets(list(docs.values())[:top_k], stores, query, width)
-        total = sum(_doc_chars(stores[h.corpus], h) for h in best)
+        # Each document is read once: for its size, then for its text.
+        rows = [stores[h.corpus].catalog.document(h.doc_id) for h in best]
+        total = sum(len(row.text) for row in rows if row)
         if return_mode == "documents" or total <= settings.max_chars:
-            return [_widen_to_document(stores[h.corpus], h) for h in best]
+            return [
+                _widen_to_document(stores[h.corpus], h, row)
+                for h, row in zip(best, rows, strict=True)
+            ]
     if not section_mode:
         return with_snippets(found[:top_k], stores, query, width)
     sections: dict[tuple[str, str, str], Hit] = {}
@@ -173,24 +178,22 @@ def grouped(
     return [_widen_to_section(stores[h.corpus], h) for h in chosen]
 
 
-def _doc_chars(store: CorpusStore, hit: Hit) -> int:
-    row = store.catalog.document(hit.doc_id)
-    return len(row.text) if row else 0
-
-
-def _widen_to_document(store: CorpusStore, hit: Hit) -> Hit:
-    doc = store.catalog.document(hit.doc_id)
-    text = doc.text if doc else hit.text
-    rows = store.catalog.document_chunks(hit.doc_id)
+def _page_span(rows: list[ChunkRow]) -> tuple[int | None, int | None]:
     pages = [p for r in rows for p in (r.page_start, r.page_end) if p is not None]
+    return (min(pages), max(pages)) if pages else (None, None)
+
+
+def _widen_to_document(store: CorpusStore, hit: Hit, doc: DocRow | None) -> Hit:
+    text = doc.text if doc else hit.text
+    page_start, page_end = _page_span(store.catalog.document_chunks(hit.doc_id))
     return dataclasses.replace(
         hit,
         start=0,
         end=len(text),
         text=text,
         heading_path=hit.heading_path[:1],
-        page_start=min(pages) if pages else None,
-        page_end=max(pages) if pages else None,
+        page_start=page_start,
+        page_end=page_end,
     )
 
 
@@ -200,15 +203,15 @@ def _widen_to_section(store: CorpusStore, hit: Hit) -> Hit:
         return hit
     doc = store.catalog.document(hit.doc_id)
     start, end = rows[0].start, rows[-1].end
-    pages = [p for r in rows for p in (r.page_start, r.page_end) if p is not None]
+    page_start, page_end = _page_span(rows)
     return dataclasses.replace(
         hit,
         start=start,
         end=end,
         text=doc.text[start:end] if doc else hit.text,
         heading_path=rows[0].heading_path,
-        page_start=min(pages) if pages else None,
-        page_end=max(pages) if pages else None,
+        page_start=page_start,
+        page_end=page_end,
     )
 
 

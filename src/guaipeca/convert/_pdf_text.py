@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-HYPHEN_PREFIXES = frozenset({"non", "self", "well", "all", "ex", "half", "quasi", "cross"})
+_HYPHEN_PREFIXES = frozenset({"non", "self", "well", "all", "ex", "half", "quasi", "cross"})
 _HYPHENATED = re.compile(r"[^\W\d_]+(?:-[^\W\d_]+)+")
 _WORD = re.compile(r"[^\W\d_]+")
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\u200b\ufeff]")
@@ -89,4 +89,4 @@ def _keep_hyphen(head: str, tail: str, vocab: Vocab) -> bool:
         for t in tails
     ):
         return True
-    return head in HYPHEN_PREFIXES and joined not in vocab.words
+    return head in _HYPHEN_PREFIXES and joined not in vocab.words
