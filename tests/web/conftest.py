@@ -33,6 +33,13 @@ Mallards dabble for food; their waterproof feathers come from preening oil.
 
 The grey heron stands still in shallow water and spears fish.
 
+| Bird | Call |
+|------|------|
+| Mallard | quack |
+| Heron | frahnk |
+
+A [pond map](https://example.invalid/map) and a photo: ![a heron](https://example.invalid/heron.png)
+
 ## Safety
 
 Never feed bread to waterfowl. <script>window.pwned = true</script>

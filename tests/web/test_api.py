@@ -50,6 +50,9 @@ def test_the_page_and_its_assets_need_no_token_and_forbid_framing(http: httpx2.C
         got = http.get(f"/ui/{asset}")
         assert got.status_code == 200 and got.headers["content-type"].startswith(kind)
         assert "http://" not in got.text and "https://" not in got.text  # no CDN, nothing remote
+    icon = http.get("/ui/favicon.svg")
+    assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+    assert 'rel="icon" href="/ui/favicon.svg"' in page.text
     assert http.get("/ui/nope.js").status_code == 401  # not a public path: auth first
     assert http.get("/ui/nope.js", headers=AUTH).status_code == 404
 
@@ -89,6 +92,38 @@ def test_api_errors_are_one_clear_line(http: httpx2.Client) -> None:
     }
     not_object = call(http, "status", [1, 2])
     assert not_object.status_code == 400
+
+
+def test_render_turns_markdown_into_sanitised_html(http: httpx2.Client) -> None:
+    def render(body: object) -> httpx2.Response:
+        return http.post(
+            "/api/render",
+            content=json.dumps(body),
+            headers={**AUTH, "Content-Type": "application/json"},
+        )
+
+    text = (
+        "## Birds\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n<script>x()</script> ![p](http://h/p.png)"
+    )
+    got = render({"texts": [text, "a **duck**"], "spans": [[0, 8], None]})
+    assert got.status_code == 200
+    doc, bold = got.json()["html"]
+    assert bold == "<p>a <strong>duck</strong></p>\n"
+    (snippet,) = render({"texts": ["a **duck** here"], "snippet": True}).json()["html"]
+    assert doc.startswith(
+        '<h2><span class="hit-start"></span>Birds<span class="hit-end"></span></h2>'
+    )
+    assert "<table>" in doc and "&lt;script&gt;" in doc and "<img" not in doc
+    assert snippet == "a <mark>duck</mark> here"
+    assert http.post("/api/render", json={"texts": ["x"]}).status_code == 401
+    for bad, error in (
+        ({"texts": "x"}, "texts must be a list of strings"),
+        ({"texts": ["x"], "spans": [[1]]}, "each span is null or [start, end]"),
+        ({"texts": ["x"], "spans": []}, "spans must be a list as long as texts"),
+        ({"texts": ["x" * 2_000_001]}, "at most 2,000,000 characters in one call"),
+    ):
+        refused = render(bad)
+        assert refused.status_code == 400 and refused.json() == {"error": error}
 
 
 def test_cross_site_requests_are_refused(http: httpx2.Client) -> None:

@@ -23,6 +23,7 @@ from support_web import TOKEN
 selenium = pytest.importorskip("selenium", reason="selenium is not installed")
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
@@ -98,7 +99,8 @@ def no_script_ran(driver: WebDriver) -> None:
 def current_text(driver: WebDriver) -> str:
     """The highlighted span of the document view, read in one go (it is re-rendered)."""
     text = driver.execute_script(
-        "const c = document.querySelector('#doc-text .current'); return c ? c.textContent : ''"
+        "return [...document.querySelectorAll('#doc-text .current')]"
+        ".map((c) => c.textContent).join('')"
     )
     return str(text)
 
@@ -109,7 +111,7 @@ def search(driver: WebDriver, query: str) -> list[WebElement]:
     box.clear()
     box.send_keys(query)
     old = driver.find_elements(By.CSS_SELECTOR, "#results .hit")
-    driver.find_element(By.ID, "search-button").click()
+    box.send_keys(Keys.ENTER)  # Enter searches
     if old:
         wait(driver).until(ec.staleness_of(old[0]))
     wait(driver).until(lambda d: d.find_element(By.ID, "result-count").text.endswith(")"))
@@ -187,8 +189,23 @@ def test_the_document_view_shows_the_hit_in_place_and_the_toc(
     first.find_element(By.CSS_SELECTOR, "button.open").click()
     visible(browser, "#view-document")
     assert browser.find_element(By.ID, "doc-title").text == "guide.md"
-    current = visible(browser, "#doc-text .current")
-    assert "grey heron" in current.text
+    visible(browser, "#doc-text .current")
+    assert "grey heron" in current_text(browser)
+    # The Markdown is rendered: headings, a table; links and images reduced to their text.
+    text = browser.find_element(By.ID, "doc-text")
+    assert [h.text for h in text.find_elements(By.TAG_NAME, "h2")] == ["Birds", "Safety"]
+    table = text.find_element(By.TAG_NAME, "table")
+    assert [c.text for c in table.find_elements(By.TAG_NAME, "th")] == ["Bird", "Call"]
+    assert len(table.find_elements(By.CSS_SELECTOR, "tbody tr")) == 2
+    assert "##" not in text.text and "|---" not in text.text
+    assert not text.find_elements(By.CSS_SELECTOR, "a, img, script")
+    assert "pond map" in text.text and "[a heron]" in text.text
+    # The hit's span is marked in place, inside the rendered blocks.
+    marked = browser.execute_script(
+        "return [...document.querySelectorAll('#doc-text .current')]"
+        ".map((m) => m.parentElement.tagName)"
+    )
+    assert marked and set(marked) <= {"P", "H3", "TD", "TH", "LI", "SPAN"}
     toc = [b.text for b in browser.find_elements(By.CSS_SELECTOR, "#toc button")]
     assert toc[:3] == ["Field guide", "Birds", "Ducks"] and "Safety" in toc
     # The document's text is shown as text: its markup never runs.
@@ -214,9 +231,18 @@ def test_the_document_view_shows_the_hit_in_place_and_the_toc(
     before = current_text(browser)
     target.click()
     wait(browser).until(lambda d: current_text(d) != before)
-    assert "## Taxonomy" in current_text(browser)
+    assert current_text(browser).startswith("Taxonomy")
+    heading = browser.execute_script(
+        "return document.querySelector('#doc-text .current').parentElement.tagName"
+    )
+    assert heading == "H2"
+    assert browser.find_elements(By.CSS_SELECTOR, "#doc-text table")  # the infobox
     browser.execute_script("window.scrollTo(0, 0)")
     shot(browser, "document.png")
+    # Esc closes the document view.
+    browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+    visible(browser, "#view-search")
+    assert not browser.find_element(By.ID, "view-document").is_displayed()
 
 
 def test_upload_saves_indexes_and_finds_the_file(browser: WebDriver, web_root: Path) -> None:

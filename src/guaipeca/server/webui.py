@@ -10,6 +10,9 @@
   not do over MCP already.
 - ``PUT /api/upload?corpus=&filename=[&subfolder=][&overwrite=true]``: the file's raw
   bytes as the body (no base64), then the same checks as the ``upload`` tool.
+- ``POST /api/render``: Markdown the page already fetched (a document, snippets) as
+  sanitised HTML, the hit's span marked (``webrender``). Behind the same auth, though it
+  reads nothing: it keeps the server's unauthenticated surface to the static page.
 
 Cross-site requests: both API routes need a request a web form cannot send (a JSON
 ``POST`` or a ``PUT``, so a browser preflights them and CORS refuses unlisted origins),
@@ -36,6 +39,7 @@ from starlette.routing import BaseRoute, Route
 from ..errors import GuaipecaError, NotFoundError
 from .security import error_response
 from .service import Service
+from .webrender import MAX_RENDER_CHARS, render_markdown
 
 __all__ = ["WEB_PAGE_PATHS", "web_routes"]
 
@@ -44,6 +48,7 @@ log = logging.getLogger("guaipeca.server")
 _ASSETS: Final = {
     "app.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
 }
 #: Paths served without credentials: the page and its assets, which hold no data.
 WEB_PAGE_PATHS: Final = ("/", *(f"/ui/{name}" for name in _ASSETS))
@@ -84,6 +89,33 @@ def _tool_error_message(name: str, exc: Exception) -> str:
     message = str(exc)
     prefix = f"Error executing tool {name}: "
     return message[len(prefix) :] if message.startswith(prefix) else message
+
+
+def _render_request(body: Any) -> tuple[list[str], list[tuple[int, int] | None], bool] | str:
+    """The parts of a ``/api/render`` body, or what is wrong with it."""
+    if not isinstance(body, dict):
+        return "the body must be a JSON object"
+    texts, spans = body.get("texts"), body.get("spans")
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        return "texts must be a list of strings"
+    if sum(len(t) for t in texts) > MAX_RENDER_CHARS:
+        return f"at most {MAX_RENDER_CHARS:,} characters in one call"
+    spans = [None] * len(texts) if spans is None else spans
+    if not isinstance(spans, list) or len(spans) != len(texts):
+        return "spans must be a list as long as texts"
+    parsed: list[tuple[int, int] | None] = []
+    for span in spans:
+        if span is None:
+            parsed.append(None)
+        elif (
+            isinstance(span, list)
+            and len(span) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in span)
+        ):
+            parsed.append((span[0], span[1]))
+        else:
+            return "each span is null or [start, end]"
+    return texts, parsed, body.get("snippet") is True
 
 
 def web_routes(service: Service, server: MCPServer[Any]) -> list[BaseRoute]:
@@ -130,6 +162,28 @@ def web_routes(service: Service, server: MCPServer[Any]) -> list[BaseRoute]:
             return error_response(400, service.sanitise(" ".join(texts) or "the tool failed"))
         return JSONResponse(result.structured_content or {})
 
+    async def render(request: Request) -> Response:
+        if not _origin_allowed(request, cors_origins):
+            return error_response(403, "origin not allowed")
+        if not request.headers.get("content-type", "").lower().startswith("application/json"):
+            return error_response(415, "send application/json")
+        try:
+            parsed = _render_request(await request.json())
+        except ClientDisconnect:
+            raise
+        except ValueError:
+            return error_response(400, "the body is not valid JSON")
+        if isinstance(parsed, str):
+            return error_response(400, parsed)
+        texts, spans, snippet = parsed
+
+        def run() -> list[str]:
+            return [
+                render_markdown(t, s, snippet=snippet) for t, s in zip(texts, spans, strict=True)
+            ]
+
+        return JSONResponse({"html": await anyio.to_thread.run_sync(run)})
+
     async def upload(request: Request) -> Response:
         if not _origin_allowed(request, cors_origins):
             return error_response(403, "origin not allowed")
@@ -172,4 +226,5 @@ def web_routes(service: Service, server: MCPServer[Any]) -> list[BaseRoute]:
         Route("/ui/{name}", endpoint=asset, methods=["GET"]),
         Route("/api/tools/{name}", endpoint=call_tool, methods=["POST"]),
         Route("/api/upload", endpoint=upload, methods=["PUT"]),
+        Route("/api/render", endpoint=render, methods=["POST"]),
     ]

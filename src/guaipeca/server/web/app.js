@@ -1,7 +1,8 @@
 // Guaipeca's built-in page: plain JavaScript, no framework, nothing loaded from elsewhere.
 // Every call goes to this server's small JSON API (POST /api/tools/{tool} runs one MCP tool,
 // PUT /api/upload sends a file's raw bytes) with the same Bearer token as /mcp.
-// Text from the server is only ever inserted with textContent, never as HTML.
+// Text from the server is inserted with textContent, except Markdown, which POST /api/render
+// turns into sanitised HTML (raw HTML escaped, images and links reduced to their text).
 "use strict";
 
 (() => {
@@ -45,6 +46,33 @@
   const tool = (name, args) =>
     send("POST", "/api/tools/" + encodeURIComponent(name), JSON.stringify(args || {}), "application/json");
 
+  // Markdown → sanitised HTML, one string per text; a span [start, end] comes back marked.
+  async function render(texts, spans, snippet) {
+    const out = await send("POST", "/api/render", JSON.stringify({ texts, spans, snippet: Boolean(snippet) }), "application/json");
+    return out.html;
+  }
+
+  // Wrap every piece of text between the render's hit-start and hit-end markers in
+  // <mark class="current"> (per text node, so the marks stay inside their blocks).
+  function markSpan(root) {
+    const start = root.querySelector(".hit-start");
+    if (!start) return null;
+    const end = root.querySelector(".hit-end");
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    const inside = [];
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (!(start.compareDocumentPosition(node) & Node.DOCUMENT_POSITION_FOLLOWING)) continue;
+      if (end && !(end.compareDocumentPosition(node) & Node.DOCUMENT_POSITION_PRECEDING)) break;
+      if (node.nodeValue.trim()) inside.push(node);
+    }
+    for (const node of inside) {
+      const mark = el("mark", { class: "current" });
+      node.replaceWith(mark);
+      mark.append(node);
+    }
+    return root.querySelector(".current") || start;
+  }
+
   // -- small helpers ---------------------------------------------------------------------
   function el(tag, props, ...children) {
     const node = document.createElement(tag);
@@ -70,16 +98,8 @@
     message(error.message || String(error));
   }
 
-  // A snippet marks query terms **like this**: marked parts become <mark> elements.
-  function snippetNodes(snippet) {
-    const parts = snippet.split("**");
-    const out = [];
-    parts.forEach((part, i) => {
-      if (!part) return;
-      out.push(i % 2 === 1 && i < parts.length - 1 ? el("mark", { text: part }) : document.createTextNode(part));
-    });
-    return out;
-  }
+  // The heading trail of a hit: the full trail when the server gives one, else its path.
+  const trail = (hit) => hit.heading_trail || hit.heading_path || [];
 
   function pages(item) {
     if (item.page_start == null) return null;
@@ -180,19 +200,23 @@
     $("search-button").disabled = true;
     try {
       const out = await tool("search", args);
-      renderResults(out);
+      await renderResults(out);
     } finally {
       $("search-button").disabled = false;
     }
   }
 
-  function renderResults(out) {
+  async function renderResults(out) {
+    // A snippet marks the query's terms **like this**: the render makes them <mark>s.
+    const snippets = await render(out.hits.map((hit) => hit.snippet), null, true);
     const list = $("results");
     list.replaceChildren();
     $("result-count").hidden = false;
     $("result-count").textContent = out.count + (out.count === 1 ? " result" : " results") + " (" + out.mode + ")";
     out.hits.forEach((hit, i) => {
-      const heading = hit.heading_path.length ? hit.heading_path.join(" › ") : hit.doc_id;
+      const heading = trail(hit).length ? trail(hit).join(" › ") : hit.doc_id;
+      const snippet = el("div", { class: "snippet rendered" });
+      snippet.innerHTML = snippets[i];
       const source = el("div", { class: "source" },
         el("span", { class: "where", text: hit.corpus + " / " + (hit.source_path || hit.doc_id) }),
         pages(hit) ? el("span", { class: "page", text: pages(hit) }) : null,
@@ -201,7 +225,7 @@
       list.append(el("li", { class: "hit" },
         el("div", { class: "path" }, el("span", { class: "rank", text: i + 1 + "." }), heading),
         source,
-        el("p", { class: "snippet" }, ...snippetNodes(hit.snippet)),
+        snippet,
         el("button", { type: "button", class: "open", onclick: () => openDocument(hit.doc_id, hit.corpus, hit).catch(fail), text: "Open document" })));
     });
   }
@@ -221,7 +245,7 @@
     $("doc-meta").textContent = [doc.corpus, number(doc.chars) + " characters", doc.chunk_count + " chunks"].join(" · ");
     $("download").hidden = !doc.source_path;
     renderToc(toc);
-    renderText();
+    await renderText();
     showView("document");
     window.scrollTo(0, 0);
     scrollToCurrent();
@@ -240,16 +264,13 @@
     root.append(...build(toc.headings).childNodes);
   }
 
-  function renderText() {
+  async function renderText() {
     const { text, span } = state.doc;
     const article = $("doc-text");
-    article.replaceChildren();
-    if (span && span.start < text.length) {
-      const end = Math.min(span.end, text.length);
-      article.append(text.slice(0, span.start), el("span", { class: "current", text: text.slice(span.start, end) }), text.slice(end));
-    } else {
-      article.append(text);
-    }
+    const marked = span && span.start < text.length ? [span.start, Math.min(span.end, text.length)] : null;
+    const [html] = await render([text], [marked]);
+    article.innerHTML = html;
+    markSpan(article);
     const { doc } = state;
     $("doc-more").hidden = !(doc.doc.truncated && state.text.length < doc.doc.chars);
   }
@@ -269,7 +290,7 @@
     const chunk = chunks[0];
     state.doc.span = { start: chunk.start, end: chunk.end };
     if (chunk.end > state.text.length) await loadMore(chunk.end + 2000);
-    renderText();
+    await renderText();
     scrollToCurrent();
   }
 
@@ -286,6 +307,12 @@
 
   $("doc-more").addEventListener("click", () => loadMore().then(renderText).catch(fail));
   $("back").addEventListener("click", () => showView(state.back || "search"));
+  // Esc closes the document view (Enter searches: the query box is in a form).
+  document.addEventListener("keydown", (event) => {
+    if (event.key !== "Escape" || $("view-document").hidden) return;
+    event.preventDefault();
+    showView(state.back || "search");
+  });
   $("download").addEventListener("click", async () => {
     try {
       const { doc } = state.doc;
