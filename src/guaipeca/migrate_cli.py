@@ -35,7 +35,7 @@ def _open(loaded: LoadedSettings, backend_name: str) -> Index:
 
     s = loaded.settings
     source = str(loaded.source) if loaded.source else None
-    embedder = load_embedder(s.embedding, source=source)
+    embedder = load_embedder(s.embedding, source=source, data_dir=loaded.data_dir)
     if backend_name == "embedded":
         return Index(loaded.data_dir / "index", embedder=embedder, settings=s.engine())
     q = s.storage.qdrant

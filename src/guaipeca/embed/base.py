@@ -13,9 +13,17 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from guaipeca.errors import InvalidArgumentError
+from guaipeca.errors import InvalidArgumentError, ModelError
 
-__all__ = ["HEADING_SEPARATOR", "Embedder", "Vector", "Vectors", "embedding_input"]
+__all__ = [
+    "HEADING_SEPARATOR",
+    "Embedder",
+    "Vector",
+    "Vectors",
+    "check_texts",
+    "embedding_input",
+    "unit_rows",
+]
 
 #: One embedding, ``float32[dimension]``.
 Vector = NDArray[np.float32]
@@ -52,6 +60,35 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> Vector:
         """Embed one search query: ``float32[dimension]``, L2-normalised."""
         ...
+
+
+def unit_rows(rows: object, dimension: int, what: str) -> Vectors:
+    """``rows`` as ``float32[n, dimension]`` with every row L2-normalised.
+
+    Every provider ends here, so no model (or server) that skips normalisation, or answers
+    with the wrong width, gets vectors into an index. A zero row stays zero.
+
+    Raises:
+        ModelError: the rows are not a 2-D array of ``dimension`` columns, or not finite.
+    """
+    array = np.asarray(rows, dtype=np.float32)
+    if array.ndim != 2 or array.shape[1] != dimension:
+        raise ModelError(f"{what} gave vectors of shape {array.shape}, expected (n, {dimension})")
+    if not np.isfinite(array).all():
+        raise ModelError(f"{what} gave vectors with NaN or infinite values")
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    out: Vectors = (array / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+    return out
+
+
+def check_texts(texts: Sequence[str]) -> Sequence[str]:
+    """Refuse a bare string or a non-string item (a str is a Sequence[str] of letters)."""
+    if isinstance(texts, str):
+        raise InvalidArgumentError("embed_passages takes a list of texts, not a single string")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise InvalidArgumentError(f"text {i} is a {type(t).__name__}, not a string")
+    return texts
 
 
 def embedding_input(

