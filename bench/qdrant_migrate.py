@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from guaipeca import Index, NewDocument
-from guaipeca.migrate import migrate_corpus
-from guaipeca.search.qdrant_corpus import QdrantBackend
+from guaipeca.store.qdrant.backend import QdrantBackend
+from guaipeca.store.transfer import migrate_corpus
 
 DIM = 384
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "beir" / "scifact"

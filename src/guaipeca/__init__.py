@@ -7,8 +7,8 @@ documents, as a library, a CLI and an MCP server.
 >>> hits = index.search("text", top_k=5)                        # doctest: +SKIP
 """
 
-from .config import EngineSettings
-from .errors import (
+from guaipeca.config import EngineSettings
+from guaipeca.errors import (
     ConfigError,
     GuaipecaError,
     IndexCorruptError,
@@ -18,8 +18,8 @@ from .errors import (
     ModelError,
     NotFoundError,
 )
-from .index import Index
-from .types import (
+from guaipeca.index import Index
+from guaipeca.types import (
     AddReport,
     Chunk,
     Document,

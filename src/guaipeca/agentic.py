@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from .enrich import Enrichment, enrich_text, normalize_term
-from .errors import InvalidArgumentError, NotFoundError
-from .search.fusion import weighted_rrf
-from .types import Chunk, Hit, ScoreParts, SearchMode
+from guaipeca.enrich import Enrichment, enrich_text
+from guaipeca.errors import InvalidArgumentError, NotFoundError
+from guaipeca.search.fusion import weighted_rrf
+from guaipeca.text.normalize import normalize_term
+from guaipeca.types import Chunk, Hit, ScoreParts, SearchMode
 
 if TYPE_CHECKING:
-    from .index import Index
+    from guaipeca.index import Index
 
 __all__ = [
     "CONTENT_TYPES",
@@ -74,7 +75,7 @@ class _EnrichedCatalog(Protocol):
 
 
 def _catalog(index: Index, corpus: str) -> _EnrichedCatalog | None:
-    catalog = index._corpus(corpus).catalog
+    catalog = index.store(corpus).catalog
     return catalog if isinstance(catalog, _EnrichedCatalog) else None
 
 
@@ -351,7 +352,7 @@ def read_neighbors(
         by_doc.setdefault((c.corpus, c.doc_id), []).append(c)
     spans: list[NeighborSpan] = []
     for (corpus, doc_id), chunks in by_doc.items():
-        catalog = index._corpus(corpus).catalog
+        catalog = index.store(corpus).catalog
         ranges = sorted((max(0, c.position - window), c.position + window) for c in chunks)
         merged: list[list[int]] = []
         for lo, hi in ranges:
@@ -401,7 +402,7 @@ def _seed_terms(
     for seed in seeds:
         e = stored.get(seed.chunk_id)
         if e is None:  # indexed without enrichment: extract it now
-            e = enrich_text(seed.text, index._corpus(seed.corpus).language)
+            e = enrich_text(seed.text, index.store(seed.corpus).language)
         enrichments.append(e)
         for name in e.entities[:_SEED_ENTITIES]:
             entities.setdefault(normalize_term(name), name)
@@ -482,7 +483,7 @@ def find_related(
     for (name, pk), _ in ordered[: before * 4]:
         by_corpus.setdefault(name, []).append(pk)
     for name, pks in by_corpus.items():
-        rows_cache[name] = index._corpus(name).rows(pks)
+        rows_cache[name] = index.store(name).rows(pks)
     for (name, pk), _ in ordered:
         row = rows_cache.get(name, {}).get(pk)
         if row is not None and allowed(name, row.doc_id, f"{name}:{pk}"):
@@ -520,11 +521,11 @@ def find_related(
         (score, name, pk, search_hits[(name, pk)].scores if (name, pk) in search_hits else _NO)
         for score, (name, pk) in chosen
     ]
-    hits = index._hits(scored, expansion)
+    hits = index.hits_from_scored(scored, expansion)
     stored = enrichment(index, [h.chunk_id for h in hits])
     out: list[RelatedHit] = []
     for hit in hits:
-        e = stored.get(hit.chunk_id) or enrich_text(hit.text, index._corpus(hit.corpus).language)
+        e = stored.get(hit.chunk_id) or enrich_text(hit.text, index.store(hit.corpus).language)
         keys = set(e.entity_keys)
         # Shared: among the chunk's own entities/key phrases, or written out in its text.
         plain = f" {' '.join(_WORDS.findall(normalize_term(hit.text)))} "

@@ -41,3 +41,7 @@ class IndexLockedError(GuaipecaError):
 
 class ConversionError(GuaipecaError):
     """A source file could not be turned into text."""
+
+
+class BackendUnavailableError(GuaipecaError):
+    """The storage server cannot be reached (down, timed out, refused): retry later."""

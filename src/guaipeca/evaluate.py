@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidArgumentError
-from .index import MAX_TOP_K, Index
-from .types import SEARCH_MODES, AddReport, NewDocument, SearchMode
+from guaipeca.errors import InvalidArgumentError
+from guaipeca.index import MAX_TOP_K, Index
+from guaipeca.types import SEARCH_MODES, AddReport, NewDocument, SearchMode
 
 __all__ = [
     "BeirSet",

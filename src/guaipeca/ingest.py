@@ -21,10 +21,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .convert import DEFAULT_MAX_BYTES, SUPPORTED_EXTENSIONS, Converted, convert_bytes
-from .errors import ConversionError, InvalidArgumentError
-from .index import Index
-from .types import NewDocument
+from guaipeca.convert import DEFAULT_MAX_BYTES, SUPPORTED_EXTENSIONS, Converted, convert_bytes
+from guaipeca.errors import ConversionError, InvalidArgumentError
+from guaipeca.index import Index
+from guaipeca.types import NewDocument
 
 __all__ = ["ConversionCache", "SyncReport", "sync_folder", "watch_folder"]
 

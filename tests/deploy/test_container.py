@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ import yaml
 
 from guaipeca import Index
 from guaipeca.config import parse_settings
+from support import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -83,12 +83,6 @@ def test_the_container_config_is_valid() -> None:
 
 
 # -- the entrypoint, outside a container ---------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def container(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """The image's layout in a tmp folder: /docs and /data stand-ins, the bundled config
@@ -104,7 +98,7 @@ def container(tmp_path: Path) -> Iterator[dict[str, Any]]:
     config = config.replace("path: /docs", f"path: {docs}")
     config = config.replace("path: /data/uploads", f"path: {data / 'uploads'}")
     (tmp_path / "guaipeca.yaml").write_text(config, encoding="utf-8")
-    port = _free_port()
+    port = free_port()
     env = {
         "PATH": f"{BIN}{os.pathsep}/usr/bin{os.pathsep}/bin",
         "HOME": str(tmp_path),

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from guaipeca.cli.service_unit import UnitOptions, render_unit, unit_path
 from guaipeca.errors import InvalidArgumentError
-from guaipeca.service_unit import UnitOptions, render_unit, unit_path
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).parent / "guaipeca"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from guaipeca import Index
+from support import free_port
 
 SCRIPT = Path(sys.executable).parent / "guaipeca"
 pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason="the guaipeca script is not installed")
@@ -32,12 +33,6 @@ INITIALIZE = {
         "clientInfo": {"name": "test", "version": "1"},
     },
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.parametrize("transport", ["stdio", "both"])
@@ -57,7 +52,7 @@ def test_sigterm_stops_the_server_and_closes_the_index(tmp_path: Path, transport
         [str(SCRIPT), "index"], env=env, capture_output=True, text=True, timeout=120
     )
     assert indexed.returncode == 0, indexed.stderr
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [str(SCRIPT), "serve", "--transport", transport, "--port", str(port)],
         env=env,

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from guaipeca import Index
+from guaipeca import Index, agentic
 from guaipeca.config import EngineSettings, EnrichSettings, load_settings
 from guaipeca.embed import HashingEmbedder
 from guaipeca.enrich.llm import LLMEnricher, parse_answer
@@ -120,15 +120,15 @@ def test_good_answers_are_stored_merged_with_local_fields_and_cached(
         assert len(llm.requests) == report.chunks  # one request per chunk
         body = llm.requests[0]
         assert body["model"] == "test-model" and body["messages"][0]["role"] == "system"
-        staff = ix.filtered_search("engineer", entities=["Maria Silva"])[0]
-        e = ix.enrichment(staff.chunk_id)[staff.chunk_id]
+        staff = agentic.filtered_search(ix, "engineer", entities=["Maria Silva"])[0]
+        e = agentic.enrichment(ix, staff.chunk_id)[staff.chunk_id]
         assert e is not None and e.source == "llm"
         assert e.context and e.context.startswith("A memo section")
         assert e.questions == ("What does the memo say?",)
         # LLM fields first, local ones kept; a date the LLM wrote badly is dropped
         assert e.entities[0] == "Jet Propulsion Laboratory" and "NASA" in e.entities
         assert "2019" in e.dates and "yesterday" not in e.dates
-        assert ix.filtered_search("memo", entities=["jet propulsion laboratory"])
+        assert agentic.filtered_search(ix, "memo", entities=["jet propulsion laboratory"])
         sent = len(llm.requests)
         ix.add_documents({"copy": MEMO})  # same chunks under another id: all cached
         assert len(llm.requests) == sent
@@ -159,9 +159,11 @@ def test_bad_endpoints_never_stop_indexing(llm: FakeLLM, mode: str) -> None:
     with Index(embedder=HashingEmbedder(64), settings=conf) as ix:
         report = ix.add_documents({"memo": MEMO})
         assert report.added == 1 and report.chunks >= 3
-        for cid, e in ix.enrichment([f"default:{i}" for i in range(1, report.chunks + 1)]).items():
+        for cid, e in agentic.enrichment(
+            ix, [f"default:{i}" for i in range(1, report.chunks + 1)]
+        ).items():
             assert e is not None and e.source == "local", cid  # local enrichment stays
-        assert ix.filtered_search("engineer", entities=["NASA"])
+        assert agentic.filtered_search(ix, "engineer", entities=["NASA"])
     # each chunk was tried (retried once) until the circuit breaker gave up on the endpoint
     assert 2 <= len(llm.requests) <= 2 * report.chunks
 
@@ -175,7 +177,7 @@ def test_an_endpoint_that_is_down_costs_nothing_but_a_warning(
     with Index(embedder=HashingEmbedder(64), settings=settings_for(url, retries=0)) as ix:
         report = ix.add_documents({"memo": MEMO})
         assert report.chunks >= 3
-        assert ix.enrichment("default:1")["default:1"] is not None
+        assert agentic.enrichment(ix, "default:1")["default:1"] is not None
     assert "LLM" in caplog.text
 
 

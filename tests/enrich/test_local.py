@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guaipeca.enrich import Enrichment, enrich_text, normalize_term
+from guaipeca.enrich import Enrichment, enrich_text
 from guaipeca.enrich.local import (
     detect_language,
     extract_content_types,
@@ -18,6 +18,7 @@ from guaipeca.enrich.local import (
     extract_entities,
     extract_keywords,
 )
+from guaipeca.text.normalize import normalize_term
 from support import beir_corpus, shared_data
 
 EN = (

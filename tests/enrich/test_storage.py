@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from guaipeca import Index, InvalidFilterError
+from guaipeca import Index, InvalidFilterError, agentic
 from guaipeca.embed import HashingEmbedder
 from guaipeca.store import validate_where
-from guaipeca.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from guaipeca.store.embedded.migrations import MIGRATIONS, SCHEMA_VERSION
 
 MEMO = (
     "# Memo\n\n## One\n\nMaria Silva joined NASA on 3 March 2024.\n\n"
@@ -34,11 +34,11 @@ def test_an_index_from_schema_2_migrates_and_keeps_working(tmp_path: Path) -> No
     db.close()
     with Index(folder, embedder=HashingEmbedder(64)) as ix:
         assert [h.chunk_id for h in ix.search("NASA", top_k=3)] == before
-        assert set(ix.enrichment(before).values()) == {None}  # old chunks: none stored
-        related = ix.find_related(before[0], same_document=True)  # extracted on the fly
+        assert set(agentic.enrichment(ix, before).values()) == {None}  # old chunks: none stored
+        related = agentic.find_related(ix, before[0], same_document=True)  # extracted on the fly
         assert related is not None
         ix.add_documents({"memo2": MEMO + "\nMore."})
-        assert ix.filtered_search("NASA", entities=["NASA"])[0].doc_id == "memo2"
+        assert agentic.filtered_search(ix, "NASA", entities=["NASA"])[0].doc_id == "memo2"
     db = sqlite3.connect(folder / "corpora" / "default" / "catalog.sqlite")
     version = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     assert int(version[0]) == SCHEMA_VERSION == len(MIGRATIONS) >= 3

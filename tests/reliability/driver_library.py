@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from guaipeca import Index
 from guaipeca.embed import HashingEmbedder
-from support_reliability import doc_text
+from support.reliability import doc_text
 
 
 def main(path: str, seed: int) -> None:

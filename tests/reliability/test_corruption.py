@@ -20,7 +20,7 @@ from guaipeca.config import EngineSettings
 from guaipeca.embed import HashingEmbedder
 from guaipeca.errors import IndexCorruptError
 from guaipeca.ingest import sync_folder
-from support_reliability import LONG, doc_text, marker, report
+from support.reliability import LONG, doc_text, marker, report
 
 QUERIES = ("river stone harbor", "glacier ember signal", "quartz beacon")
 Damage = Callable[[Path], None]

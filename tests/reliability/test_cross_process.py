@@ -18,14 +18,13 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from guaipeca import Index
-from support import MemoEmbedder
-from support_reliability import (
+from support import MemoEmbedder, free_port
+from support.reliability import (
     SCRIPT,
     assert_index_holds,
     doc_text,
     drain,
     folder_state,
-    free_port,
     report,
     scaled,
     start_server,

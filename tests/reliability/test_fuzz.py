@@ -24,8 +24,8 @@ from guaipeca.errors import GuaipecaError
 from guaipeca.server import Service
 from guaipeca.server.http import build_app
 from guaipeca.store import parse_where_json
-from support_http import LiveServer
-from support_reliability import make_service, report, scaled
+from support.http import LiveServer
+from support.reliability import make_service, report, scaled
 
 EXAMPLES = scaled(100, 3000)
 FUZZ = settings(

@@ -18,8 +18,8 @@ from guaipeca.embed import HashingEmbedder
 from guaipeca.errors import InvalidArgumentError
 from guaipeca.server import Service
 from guaipeca.server.http import build_app
-from support_http import LiveServer
-from support_reliability import make_service, report, rss_bytes
+from support.http import LiveServer
+from support.reliability import make_service, report, rss_bytes
 
 PROTOCOL = "2025-06-18"
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}

@@ -19,12 +19,12 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from support_reliability import (
+from support import free_port
+from support.reliability import (
     SCRIPT,
     doc_text,
     drain,
     folder_state,
-    free_port,
     marker,
     report,
     scaled,

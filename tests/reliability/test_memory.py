@@ -21,7 +21,8 @@ import psutil
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from support_reliability import drain, free_port, report, scaled, wait_for_line
+from support import free_port
+from support.reliability import drain, report, scaled, wait_for_line
 
 DRIVER = Path(__file__).with_name("driver_server.py")
 LIMIT = 1 << 30  # 1 GiB of address space

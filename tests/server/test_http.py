@@ -31,7 +31,8 @@ from guaipeca.config import LoadedSettings, parse_settings
 from guaipeca.embed import HashingEmbedder
 from guaipeca.server import Service
 from guaipeca.server.http import allowed_hosts, build_app
-from support_http import LiveServer
+from support import free_port
+from support.http import LiveServer
 
 PROTOCOL = "2025-06-18"
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
@@ -401,14 +402,8 @@ _SERVE = textwrap.dedent(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_serve_http_finishes_requests_in_flight_on_sigterm(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "GUAIPECA_HOME": str(tmp_path / "home")}
     proc = subprocess.Popen(
         [sys.executable, "-c", _SERVE, str(tmp_path), str(port), str(Path(__file__).parent)],

@@ -15,7 +15,7 @@ from guaipeca import Index
 from guaipeca.embed import HashingEmbedder
 from guaipeca.server.http import _InFlight, make_server
 from guaipeca.server.idle import IdleTrim, ToolCalls, trim_when_idle
-from support_reliability import make_service
+from support.reliability import make_service
 
 
 def _mapped_kb(path: Path) -> int:

@@ -47,7 +47,7 @@ from guaipeca.server.security import (
     safe_relative_path,
     search_gate,
 )
-from support_http import LiveServer
+from support.http import LiveServer
 
 TOKEN = "s3cret-token-for-tests-0123456789"
 JWT_SECRET = "a-jwt-secret-long-enough-for-hs256-and-hs512-0123456789abcdefghij"

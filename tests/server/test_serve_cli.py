@@ -4,7 +4,6 @@ stdio pipe and a real HTTP socket on 127.0.0.1; results equal the library's on t
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from guaipeca import Index
+from support import free_port
 
 SCRIPT = Path(sys.executable).parent / "guaipeca"
 pytestmark = pytest.mark.skipif(not SCRIPT.exists(), reason="the guaipeca script is not installed")
@@ -82,15 +82,9 @@ async def test_serve_over_stdio_answers_like_the_library(home: Path) -> None:
     assert ids == _library_ranking(home, "how do I install it")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.anyio
 async def test_serve_over_http_streamable_and_sse(home: Path) -> None:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [str(SCRIPT), "serve", "--transport", "http", "--port", str(port)],
         env=_env(home),

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._pdf_text import SPACES, clean
+from guaipeca.convert._pdf_text import SPACES, clean
 
 _MAX_DRAWINGS_FOR_TABLES = 20_000  # beyond this, table detection is skipped (too slow)
 _LEADER_IN_CELL = re.compile(r"\s+(?:\.\s?){2,}(?=\s|$)")  # "$85 ........" → "$85"

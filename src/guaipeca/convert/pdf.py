@@ -58,10 +58,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from guaipeca.convert._pdf_tables import Table, find_tables, may_have_table
+from guaipeca.convert._pdf_text import SPACES, Vocab, clean, join, vocabulary
 from guaipeca.errors import ConversionError, InvalidArgumentError
-
-from ._pdf_tables import Table, find_tables, may_have_table
-from ._pdf_text import SPACES, Vocab, clean, join, vocabulary
 
 __all__ = ["PdfResult", "convert_pdf"]
 

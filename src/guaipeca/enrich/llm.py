@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import httpx2
 
-from .types import Enrichment
+from guaipeca.enrich.types import Enrichment
 
 __all__ = ["PROMPT_VERSION", "LLMEnricher"]
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import functools
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable
-from importlib import resources
 from typing import Final
 
-from .types import Enrichment
+from guaipeca.enrich.types import Enrichment
+from guaipeca.text.normalize import strip_diacritics
+from guaipeca.text.stopwords import stopwords
 
 __all__ = [
     "detect_language",
@@ -38,7 +38,6 @@ __all__ = [
     "extract_dates",
     "extract_entities",
     "extract_keywords",
-    "normalize_term",
 ]
 
 MAX_KEYWORDS: Final = 10
@@ -50,20 +49,9 @@ _MAX_ENTITY_WORDS: Final = 6
 _LANGUAGES: Final = ("english", "portuguese")
 
 
-@functools.cache
 def _stopwords(language: str) -> frozenset[str]:
-    """The shipped Snowball stopword list (casefolded), empty for other languages."""
-    if language not in _LANGUAGES:
-        return frozenset()
-    text = (resources.files("guaipeca") / "data" / "stopwords" / f"{language}.txt").read_text(
-        encoding="utf-8"
-    )
-    words = {
-        w.strip().casefold()
-        for w in text.splitlines()
-        if w.strip() and not w.lstrip().startswith("#")
-    }
-    return frozenset(words | {_strip_accents(w) for w in words})
+    """The shipped Snowball stopword list, empty for languages without one."""
+    return stopwords(language) if language in _LANGUAGES else frozenset()
 
 
 # Extra words that carry no topic on their own (numbers spelt out, reporting verbs...).
@@ -258,19 +246,6 @@ _SENTENCE_END: Final = frozenset(".!?:;")
 _BREAKS: Final = re.compile(r"[.,;:!?()\[\]{}\"“”|*#=<>/\\\n]+")
 
 
-@functools.lru_cache(maxsize=65536)
-def _strip_accents(word: str) -> str:
-    if word.isascii():
-        return word
-    decomposed = unicodedata.normalize("NFKD", word)
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
-
-
-def normalize_term(term: str) -> str:
-    """The matching key of a keyword or entity: casefolded, accents and extra spaces removed."""
-    return " ".join(_strip_accents(term.casefold()).split())
-
-
 def detect_language(text: str, default: str = "english") -> str:
     """``english`` or ``portuguese`` by stopword counts; ``default`` when unclear."""
     words = [w.casefold() for w in _WORD.findall(text[:3000])]
@@ -321,7 +296,7 @@ def extract_keywords(text: str, language: str = "english", limit: int = MAX_KEYW
                     len(word) < 3
                     or word in stop
                     or not _WORD.fullmatch(word)
-                    or (not word.isascii() and _strip_accents(word) in stop)
+                    or (not word.isascii() and strip_diacritics(word) in stop)
                 ):
                     if current:
                         phrases.append(tuple(current))

@@ -12,12 +12,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .local import enrich_text
-from .types import Enrichment
+from guaipeca.enrich.local import enrich_text
+from guaipeca.enrich.types import Enrichment
 
 if TYPE_CHECKING:
-    from ..config import EnrichSettings
-    from .llm import LLMEnricher
+    from guaipeca.config import EnrichSettings
+    from guaipeca.enrich.llm import LLMEnricher
 
 __all__ = ["LLMCache", "llm_pass", "local_pass", "stored_form"]
 

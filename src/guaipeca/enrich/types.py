@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+from guaipeca.text.normalize import normalize_term
+
 __all__ = ["Enrichment"]
 
 
@@ -28,8 +30,6 @@ class Enrichment:
 
     @property
     def entity_keys(self) -> tuple[str, ...]:
-        from .local import normalize_term
-
         return tuple(dict.fromkeys(normalize_term(e) for e in self.entities))
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,7 +1,6 @@
-"""Retrieval over one corpus (dense, keyword) and the fusion and snippets above it."""
+"""Retrieval above the stores: fusion, reranking and snippets."""
 
-from .corpus import Corpus, PreparedDocument, valid_corpus_name
-from .fusion import weighted_rrf
-from .snippet import make_snippet
+from guaipeca.search.fusion import weighted_rrf
+from guaipeca.search.snippet import make_snippet
 
-__all__ = ["Corpus", "PreparedDocument", "make_snippet", "valid_corpus_name", "weighted_rrf"]
+__all__ = ["make_snippet", "weighted_rrf"]

@@ -42,11 +42,10 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .. import __version__
-from ..errors import GuaipecaError, NotFoundError
-from ..search.backend import BackendUnavailableError
-from .idle import IdleTrim, ToolCalls
-from .security import (
+from guaipeca import __version__
+from guaipeca.errors import BackendUnavailableError, GuaipecaError, NotFoundError
+from guaipeca.server.idle import IdleTrim, ToolCalls
+from guaipeca.server.security import (
     AllowedHostsMiddleware,
     Authenticator,
     AuthMiddleware,
@@ -61,9 +60,9 @@ from .security import (
     resolve_inside,
     safe_relative_path,
 )
-from .service import Service
-from .tools import build_server
-from .webui import WEB_PAGE_PATHS, web_routes
+from guaipeca.server.service import Service
+from guaipeca.server.tools import build_server
+from guaipeca.server.webui import WEB_PAGE_PATHS, web_routes
 
 __all__ = ["allowed_hosts", "build_app", "make_server", "serve_http"]
 
@@ -331,7 +330,7 @@ def build_app(
     extra_allowed_hosts: Sequence[str] = (),
 ) -> Starlette:
     """The whole HTTP face over ``service`` (its MCP server: ``mcp_server`` or
-    :func:`~guaipeca.server.tools.build_server`).
+    :func:`~guaipeca.server.tools.server.build_server`).
 
     ``host`` and ``port`` (default: ``server.host`` and ``server.port``) are where the
     app is served; they set the ``Host`` headers accepted (DNS-rebinding protection,

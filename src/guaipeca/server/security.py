@@ -45,8 +45,8 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..config import LoadedSettings, ServerSettings, Settings
-from ..errors import ConfigError, GuaipecaError
+from guaipeca.config import LoadedSettings, ServerSettings, Settings
+from guaipeca.errors import ConfigError, GuaipecaError
 
 __all__ = [
     "IDENTITY_SCOPE_KEY",

@@ -21,16 +21,20 @@ import unicodedata
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .. import __version__
-from ..config import CorpusSettings, LoadedSettings, Settings
-from ..convert import convert_bytes
-from ..errors import ConversionError, GuaipecaError, InvalidArgumentError, NotFoundError
-from ..index import Index
-from ..ingest import ConversionCache, SyncReport, sync_folder
-from ..search.backend import BackendUnavailableError
-from ..types import Chunk, Hit, IndexStats
-from .idle import ToolCalls
-from .schema import (
+from guaipeca import __version__
+from guaipeca.config import CorpusSettings, LoadedSettings, Settings
+from guaipeca.convert import convert_bytes
+from guaipeca.errors import (
+    BackendUnavailableError,
+    ConversionError,
+    GuaipecaError,
+    InvalidArgumentError,
+    NotFoundError,
+)
+from guaipeca.index import Index
+from guaipeca.ingest import ConversionCache, SyncReport, sync_folder
+from guaipeca.server.idle import ToolCalls
+from guaipeca.server.schema import (
     BrokenCorpus,
     ChunkOut,
     CorpusStatus,
@@ -46,6 +50,7 @@ from .schema import (
     UploadLimits,
     UploadOut,
 )
+from guaipeca.types import Chunk, Hit, IndexStats
 
 __all__ = ["MAX_NAME_BYTES", "MAX_SUBFOLDER_DEPTH", "Service", "check_name", "check_subfolder"]
 
@@ -626,7 +631,7 @@ def _human(size: int) -> str:
     return f"{size} bytes"
 
 
-def _decode_base64(content: str, limit: int) -> bytes:
+def decode_base64(content: str, limit: int) -> bytes:
     """Decode strict base64, refusing an oversized payload before decoding it."""
     text = content.strip()
     # 4 characters carry 3 bytes: anything longer than this cannot fit the limit.

@@ -36,10 +36,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ..errors import GuaipecaError, NotFoundError
-from .security import error_response
-from .service import Service
-from .webrender import MAX_RENDER_CHARS, render_markdown
+from guaipeca.errors import GuaipecaError, NotFoundError
+from guaipeca.server.security import error_response
+from guaipeca.server.service import Service
+from guaipeca.server.webrender import MAX_RENDER_CHARS, render_markdown
 
 __all__ = ["WEB_PAGE_PATHS", "web_routes"]
 

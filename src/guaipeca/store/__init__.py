@@ -1,22 +1,26 @@
-"""Storage of one corpus: the SQLite catalog (truth), vector slots, and filters over them."""
+"""Storage: the contract every backend meets (contract), metadata filters (filters), the
+embedded store (embedded/) and the Qdrant backend (qdrant/), opened by ``backends``."""
 
-from .catalog import Catalog, ChunkRecord, ChunkRow, DocRow, WriteTxn
-from .filters import compile_where, parse_where_json, validate_where
-from .lock import WriteLock
-from .vectors import FileVectors, MemoryVectors, VectorSlots, write_vector_file
+from guaipeca.store.contract import (
+    Backend,
+    ChunkRow,
+    CorpusStore,
+    DenseScan,
+    DocRow,
+    PreparedDocument,
+    valid_corpus_name,
+)
+from guaipeca.store.filters import compile_where, parse_where_json, validate_where
 
 __all__ = [
-    "Catalog",
-    "ChunkRecord",
+    "Backend",
     "ChunkRow",
+    "CorpusStore",
+    "DenseScan",
     "DocRow",
-    "FileVectors",
-    "MemoryVectors",
-    "VectorSlots",
-    "WriteLock",
-    "WriteTxn",
+    "PreparedDocument",
     "compile_where",
     "parse_where_json",
+    "valid_corpus_name",
     "validate_where",
-    "write_vector_file",
 ]

@@ -1,0 +1,7 @@
+"""``python -m guaipeca.cli``: the same as the ``guaipeca`` command."""
+
+import sys
+
+from guaipeca.cli.commands import main
+
+sys.exit(main())

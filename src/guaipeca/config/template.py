@@ -1,0 +1,108 @@
+"""The commented YAML file ``guaipeca init`` writes: every section and key of
+:class:`~guaipeca.config.settings.Settings` with its default and a one-line comment."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+import yaml
+from pydantic import (
+    BaseModel,
+    SecretStr,
+)
+
+from guaipeca.config.messages import annotation_at
+from guaipeca.config.settings import ENV_OVERRIDES, CorpusSettings, Settings
+
+__all__ = ["render_default_config"]
+
+_HEADER = """\
+# Guaipeca configuration.
+#
+# Every key shows its default: delete what you do not change. Precedence is
+# command-line options > GUAIPECA_* environment variables > this file > defaults.
+# Relative paths are relative to the folder of this file; ~ is your home folder.
+#
+# Secrets belong in environment variables, not in this file:
+{secrets}
+# These environment variables override the file as well:
+{others}
+# GUAIPECA_CONFIG names another config file; GUAIPECA_HOME moves ~/.guaipeca.
+"""
+
+_CORPORA = """\
+# Document folders to index. While there is no `corpora` key (as here), Guaipeca
+# indexes the folder it runs in, as one corpus named "default". To name your own
+# folders, uncomment this list and add an entry per folder:
+# corpora:
+{items}
+"""
+
+_SAMPLE_CORPUS: Final[Mapping[str, object]] = MappingProxyType(
+    {"name": "notes", "path": "~/Documents", "topic": "my notes and papers"}
+)
+
+
+def _yaml_scalar(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_yaml_scalar(v) for v in value) + "]"
+    text = str(value)
+    # Plain when YAML reads it back as the same string, else JSON-style double quotes
+    # (a valid YAML scalar).
+    try:
+        plain = yaml.safe_load(text) == text and not any(c in text for c in "#:,[]{}")
+    except yaml.YAMLError:
+        plain = False
+    return text if plain and text else json.dumps(text, ensure_ascii=False)
+
+
+def _section_lines(model: type[BaseModel], instance: BaseModel, indent: str) -> list[str]:
+    lines = []
+    for name, field in model.model_fields.items():
+        value = getattr(instance, name)
+        lines.append(f"{indent}# {field.description}")
+        if isinstance(value, BaseModel):
+            lines.append(f"{indent}{name}:")
+            lines.extend(_section_lines(type(value), value, indent + "  "))
+        else:
+            lines.append(f"{indent}{name}: {_yaml_scalar(value)}")
+    return lines
+
+
+def render_default_config() -> str:
+    """The commented YAML that ``guaipeca init`` writes.
+
+    Every section and key appears with its default and a one-line comment; the corpus
+    list is a commented-out sample, so the file loads as the defaults (one corpus at
+    the current folder) until the user edits it, even where the sample folder does not
+    exist.
+    """
+    rows: dict[bool, list[str]] = {True: [], False: []}  # secret or not
+    for var, loc in ENV_OVERRIDES.items():
+        secret = annotation_at(Settings, loc) is SecretStr
+        rows[secret].append(f"#   {var:<24} {'.'.join(loc)}")
+    header = _HEADER.format(secrets="\n".join(rows[True]), others="\n".join(rows[False]))
+    item: list[str] = []
+    for name, field in CorpusSettings.model_fields.items():
+        value = _SAMPLE_CORPUS.get(name, field.get_default(call_default_factory=True))
+        item.append(f"#     # {field.description}")
+        lead = "#   - " if name == "name" else "#     "
+        item.append(f"{lead}{name}: {_yaml_scalar(value)}")
+    parts = [header, _CORPORA.format(items="\n".join(item))]
+    defaults = Settings()
+    for section in list(Settings.model_fields)[1:]:  # after corpora
+        value = getattr(defaults, section)
+        about = str(Settings.model_fields[section].description)
+        lines = [f"# {about[0].upper()}{about[1:]}.", f"{section}:"]
+        lines.extend(_section_lines(type(value), value, "  "))
+        parts.append("\n".join(lines) + "\n")
+    return "\n".join(parts)

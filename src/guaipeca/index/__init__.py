@@ -1,0 +1,8 @@
+"""The facade: the :class:`Index` class, its write path (write) and result shaping (results).
+
+Everything above it (agentic, ingest, evaluate, the CLI and the server) uses this public API only.
+"""
+
+from guaipeca.index.facade import MAX_QUERY_CHARS, MAX_TOP_K, Index
+
+__all__ = ["MAX_QUERY_CHARS", "MAX_TOP_K", "Index"]

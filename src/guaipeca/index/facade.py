@@ -1,0 +1,583 @@
+"""The library facade: ``Index`` adds, searches, reads and maintains named corpora.
+
+Layout on disk: ``<path>/corpora/<name>/`` holds one corpus (catalog, vectors, lexical
+index). ``Index()`` with no path keeps everything in memory, with the same code paths and
+identical rankings.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from guaipeca.config import EngineSettings
+from guaipeca.embed import CachedEmbedder, Embedder, QueryCache, default_embedder
+from guaipeca.errors import (
+    BackendUnavailableError,
+    ConfigError,
+    GuaipecaError,
+    IndexCorruptError,
+    InvalidArgumentError,
+    ModelError,
+    NotFoundError,
+)
+from guaipeca.index import results
+from guaipeca.index.heap import trim_c_heap
+from guaipeca.index.results import Scored
+from guaipeca.index.write import DocumentWriter, as_new_documents, check_metadata
+from guaipeca.search.fusion import weighted_rrf
+from guaipeca.store import validate_where
+from guaipeca.store.contract import Backend, CorpusStore, valid_corpus_name
+from guaipeca.store.embedded.corpus import Corpus
+from guaipeca.types import (
+    RETURN_MODES,
+    SEARCH_MODES,
+    AddReport,
+    Chunk,
+    Document,
+    DocumentInfo,
+    Hit,
+    IndexStats,
+    NewDocument,
+    ReturnMode,
+    SearchMode,
+    SourceState,
+)
+
+if TYPE_CHECKING:
+    from guaipeca.store.embedded.verify import CheckReport
+
+__all__ = ["Index"]
+
+MAX_QUERY_CHARS = 8192
+MAX_TOP_K = 1000
+_REDISCOVER_SECONDS = 10.0
+
+
+class Index:
+    """Hybrid search over named corpora of documents.
+
+    Args:
+        path: a folder to keep the index in (created if missing), or None for memory only.
+        embedder: any :class:`~guaipeca.embed.Embedder`; default: the bundled MiniLM int8.
+        settings: chunking, embedding and search settings (:class:`EngineSettings`).
+        language: language of new corpora (Snowball name, e.g. "english", "portuguese").
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        embedder: Embedder | None = None,
+        settings: EngineSettings | None = None,
+        language: str | None = None,
+        backend: Backend | None = None,
+    ) -> None:
+        self.settings = settings or EngineSettings()
+        self.language = language or self.settings.language
+        self.path = Path(path).expanduser() if path is not None else None
+        base = embedder if embedder is not None else self._default_embedder()
+        emb = self.settings.embedding
+        self.embedder: Embedder = (
+            CachedEmbedder(base, QueryCache(emb.cache_max_entries, emb.cache_ttl_seconds))
+            if emb.cache_max_entries > 0
+            else base
+        )
+        self._base_name = base.name
+        self._corpora: dict[str, CorpusStore] = {}
+        # None: corpora are files under path (embedded); else e.g. a Qdrant server.
+        self._backend = backend
+        self._weights: dict[str, float] = {}
+        # Corpora that exist on disk but cannot be used as they are (another model, a
+        # damaged file): the error is raised when one is used, and drop_corpus clears it.
+        self._broken: dict[str, GuaipecaError] = {}
+        self._lock = threading.Lock()
+        self._writer = DocumentWriter(self.settings, self.embedder, self._base_name)
+        # While a backend server is down: why, and when discovery was last tried.
+        self._backend_down: tuple[BackendUnavailableError, float] | None = None
+        if backend is not None:
+            self._discover()
+        elif self.path is not None:
+            (self.path / "corpora").mkdir(parents=True, exist_ok=True)
+            for folder in sorted((self.path / "corpora").iterdir()):
+                if folder.name.startswith("."):
+                    continue
+                # lexical.state too: a corpus whose catalog was lost must show as broken.
+                if (folder / "catalog.sqlite").exists() or (folder / "lexical.state").exists():
+                    try:
+                        self._open_corpus(folder.name, None)
+                    except (ModelError, IndexCorruptError, ConfigError) as exc:
+                        self._broken[folder.name] = exc
+
+    def _default_embedder(self) -> Embedder:
+        emb = self.settings.embedding
+        return default_embedder(threads=emb.threads, batch_size=emb.batch_size)
+
+    # -- corpora -----------------------------------------------------------------------
+    def _open_corpus(self, name: str, language: str | None) -> CorpusStore:
+        if self._backend is not None:
+            store = self._backend.open_corpus(
+                name, language=language, model=self._base_name, dim=self.embedder.dimension
+            )
+            self._corpora[name] = store
+            self._weights.setdefault(name, 1.0)
+            return store
+        folder = self.path / "corpora" / name if self.path is not None else None
+        corpus = Corpus(
+            name,
+            folder,
+            language=language,
+            model=self._base_name,
+            dim=self.embedder.dimension,
+            reembed=self._writer.reembed,
+        )
+        self._corpora[name] = corpus
+        self._weights.setdefault(name, 1.0)
+        return corpus
+
+    def create_corpus(
+        self, name: str, *, language: str | None = None, weight: float | None = None
+    ) -> None:
+        """Open or create a corpus; ``weight`` multiplies its scores when corpora merge."""
+        valid_corpus_name(name)
+        with self._lock:
+            if name in self._broken:
+                raise self._broken[name]
+            if name not in self._corpora:
+                self._open_corpus(name, language or self.language)
+            elif language is not None and language != self._corpora[name].language:
+                self._corpora[name].close()
+                del self._corpora[name]
+                self._open_corpus(name, language)  # raises ConfigError naming both
+        if weight is not None:
+            self.set_corpus_weight(name, weight)
+
+    def set_corpus_weight(self, name: str, weight: float) -> None:
+        if not (isinstance(weight, int | float) and math.isfinite(weight) and weight >= 0):
+            raise InvalidArgumentError(f"corpus weight must be a number >= 0, not {weight!r:.40}")
+        self._corpus(name)
+        self._weights[name] = float(weight)
+
+    def _discover(self) -> None:
+        """Open the backend's corpora; when it is down, remember why (retried later)."""
+        assert self._backend is not None
+        try:
+            for name in self._backend.corpus_names():
+                if name in self._corpora:
+                    continue
+                try:
+                    self._open_corpus(name, None)
+                except (ModelError, IndexCorruptError, ConfigError) as exc:
+                    self._broken[name] = exc
+        except BackendUnavailableError as exc:
+            self._backend_down = (exc, time.monotonic())
+        else:
+            self._backend_down = None
+
+    @property
+    def backend_error(self) -> str | None:
+        """Why the storage backend cannot be reached, or None (always None when embedded)."""
+        if self._backend is None:
+            return None
+        try:
+            self._backend.check()
+        except BackendUnavailableError as exc:
+            return str(exc)
+        if self._backend_down is not None:
+            self._discover()
+        return None
+
+    @property
+    def corpora(self) -> list[str]:
+        """Names of the usable corpora."""
+        down = self._backend_down
+        if down is not None and time.monotonic() - down[1] > _REDISCOVER_SECONDS:
+            self._discover()  # the server was down when the index was opened
+        return sorted(self._corpora)
+
+    @property
+    def broken_corpora(self) -> dict[str, str]:
+        """Corpora on disk that cannot be opened, with the reason (re-index with force)."""
+        return {name: str(exc) for name, exc in sorted(self._broken.items())}
+
+    def store(self, name: str) -> CorpusStore:
+        """The store of corpus ``name`` (its catalog, rows and language), for the layers above.
+
+        Raises:
+            NotFoundError: no such corpus.
+        """
+        return self._corpus(name)
+
+    def _corpus(self, name: str) -> CorpusStore:
+        try:
+            return self._corpora[name]
+        except KeyError:
+            if name in self._broken:
+                raise self._broken[name] from None
+            if self._backend_down is not None:  # its corpora could not be listed
+                raise self._backend_down[0] from None
+            known = ", ".join(sorted(self._corpora)) or "none yet"
+            raise NotFoundError(f"no corpus named {name!r:.70} (corpora: {known})") from None
+
+    def _embedded(self, name: str) -> Corpus:
+        """A corpus of the embedded backend (for checks that read its files)."""
+        store = self._corpus(name)
+        if not isinstance(store, Corpus):
+            raise InvalidArgumentError(
+                f"corpus {name!r} is stored in {self._backend.name if self._backend else '?'}; "
+                "this check reads the embedded backend's files"
+            )
+        return store
+
+    def _ensure_corpus(self, name: str) -> CorpusStore:
+        if name not in self._corpora:
+            self.create_corpus(name)
+        return self._corpora[name]
+
+    # -- writing -----------------------------------------------------------------------
+    def add_documents(
+        self,
+        docs: Mapping[str, str] | Iterable[NewDocument],
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        corpus: str = "default",
+    ) -> AddReport:
+        """Insert or replace documents; unchanged ones are skipped, unchanged chunks reuse
+        their vectors.
+
+        ``docs`` is ``{doc_id: text}`` or :class:`NewDocument` items (with per-document
+        metadata, which is merged over ``metadata``).
+
+        Raises:
+            InvalidArgumentError: an id, text or metadata value is unusable.
+        """
+        items = as_new_documents(docs, check_metadata(metadata or {}))
+        return self._writer.add(self._ensure_corpus(corpus), items)
+
+    def update_metadata(
+        self,
+        doc_id: str,
+        metadata: Mapping[str, Any],
+        *,
+        corpus: str | None = None,
+        merge: bool = True,
+    ) -> None:
+        """Change a document's metadata without re-embedding (``merge=False`` replaces it).
+
+        Raises:
+            NotFoundError: no such document.
+        """
+        new = check_metadata(metadata)
+        store = self._find_doc_corpus(doc_id, corpus)
+        sig = store.stored_signature(doc_id)
+        if sig is None:  # deleted meanwhile
+            raise NotFoundError(f"no document {doc_id!r:.80}")
+        store.update_metadata(doc_id, {**sig[1], **new} if merge else new)
+
+    def delete_document(self, doc_id: str, *, corpus: str | None = None) -> bool:
+        """Delete one document. Returns False when it did not exist."""
+        try:
+            store = self._find_doc_corpus(doc_id, corpus)
+        except NotFoundError:
+            return False
+        return store.delete([doc_id]) > 0
+
+    def source_states(self, corpus: str) -> list[SourceState]:
+        """What the index knows of each document's source file (for incremental indexing)."""
+        return [SourceState(*row) for row in self._corpus(corpus).catalog.source_states()]
+
+    def drop_corpus(self, name: str) -> None:
+        """Delete a corpus and everything in it (even one that cannot be opened)."""
+        valid_corpus_name(name)
+        with self._lock:
+            corpus = self._corpora.pop(name, None)
+            self._broken.pop(name, None)
+            if corpus is not None:
+                corpus.close()
+            if self._backend is not None:
+                self._backend.drop_corpus(name)
+            elif self.path is not None:
+                folder = self.path / "corpora" / name
+                if folder.exists():
+                    # Rename first: a crash mid-delete must not leave a half corpus behind.
+                    doomed = folder.with_name(f".{name}.dropped")
+                    shutil.rmtree(doomed, ignore_errors=True)
+                    folder.rename(doomed)
+                    shutil.rmtree(doomed, ignore_errors=True)
+
+    def compact(self, corpus: str | None = None) -> None:
+        """Reclaim space left by deletes and refresh BM25 statistics."""
+        for name in [corpus] if corpus else self.corpora:
+            self._corpus(name).compact()
+
+    # -- searching ---------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        mode: SearchMode | None = None,
+        where: Mapping[str, Any] | None = None,
+        corpora: Sequence[str] | None = None,
+        candidates: int | None = None,
+        rrf_k: float | None = None,
+        dense_weight: float | None = None,
+        bm25_weight: float | None = None,
+        return_mode: ReturnMode = "chunks",
+        section_mode: bool = False,
+        section_filter: str | None = None,
+        rerank: bool | None = None,
+        top_k_before: int | None = None,
+        toc_rerank: bool | None = None,
+    ) -> list[Hit]:
+        """Search the corpora; returns up to ``top_k`` hits, best first.
+
+        ``rerank`` (default ``search.rerank``, which applies to hybrid searches) re-orders the
+        best ``top_k_before`` candidates (default ``search.top_k_before``) by query-term
+        coverage and proximity;
+        ``toc_rerank`` (default ``search.toc_rerank``) also favours chunks whose heading path
+        holds the query's terms. ``top_k`` is the count after reranking.
+
+        ``section_mode`` returns one hit per ``##`` section (its best chunk's score) whose
+        text is the whole section. ``return_mode="documents"`` returns one hit per document
+        (its best chunk's score) whose text is the whole document; ``"auto"`` does that when
+        the matched documents together fit in ``search.max_chars`` characters, else returns
+        chunks. ``section_filter`` restricts the search to one section id, or to a heading
+        path prefix written ``"Title > Section"``.
+
+        Raises:
+            InvalidArgumentError: empty or oversized query, bad ``top_k`` or mode.
+            InvalidFilterError: a malformed ``where``.
+            NotFoundError: an unknown corpus name.
+        """
+        s = self.settings.search
+        mode = mode or s.mode
+        top_k = s.top_k if top_k is None else top_k
+        depth = candidates or max(s.candidates, top_k)
+        k = s.rrf_k if rrf_k is None else rrf_k
+        w_dense = s.dense_weight if dense_weight is None else dense_weight
+        w_bm25 = s.bm25_weight if bm25_weight is None else bm25_weight
+        _check_query(query, top_k, mode, depth, k)
+        if return_mode not in RETURN_MODES:
+            raise InvalidArgumentError(
+                f"return_mode must be one of {', '.join(RETURN_MODES)}, not {return_mode!r:.30}"
+            )
+        validate_where(where)
+        where = results.section_filter_where(where, section_filter)
+        names = list(corpora) if corpora else self.corpora
+        stores = [self._corpus(n) for n in names]
+        qvec = self.embedder.embed_query(query) if mode != "keyword" else None
+        scored: list[Scored] = []
+        for store in stores:
+            dense = store.dense(qvec, depth, where, scan=s.dense_scan) if qvec is not None else []
+            lexical = store.keyword(query, depth, where) if mode != "dense" else []
+            parts = results.score_parts(dense, lexical)
+            if mode == "hybrid":
+                fused = weighted_rrf(
+                    [([pk for pk, _ in dense], w_dense), ([pk for pk, _ in lexical], w_bm25)], k=k
+                )
+            else:
+                fused = dense if mode == "dense" else lexical
+            weight = self._weights.get(store.name, 1.0)
+            scored.extend((score * weight, store.name, pk, parts[pk]) for pk, score in fused)
+        scored.sort(key=lambda t: (-t[0], t[1], t[2]))
+        # The configured default reranks fused (hybrid) lists; a single retriever's list keeps
+        # its own scores (cosine, BM25) unless the caller asks for reranking explicitly.
+        do_rerank = (s.rerank and mode == "hybrid") if rerank is None else rerank
+        do_toc = s.toc_rerank if toc_rerank is None else toc_rerank
+        if (do_rerank or do_toc) and scored:
+            before = s.top_k_before if top_k_before is None else top_k_before
+            if isinstance(before, bool) or not isinstance(before, int) or before < 1:
+                raise InvalidArgumentError(
+                    f"top_k_before must be a positive integer, not {before!r:.30}"
+                )
+            scored = results.rerank(
+                scored,
+                self._corpora,
+                self._weights,
+                s,
+                query,
+                before,
+                lexical=do_rerank,
+                toc=do_toc,
+            )
+        if section_mode or return_mode != "chunks":
+            return results.grouped(
+                scored, self._corpora, s, query, top_k, return_mode, section_mode
+            )
+        return self.hits_from_scored(scored[:top_k], query)
+
+    def toc(self, doc_id: str, *, corpus: str | None = None) -> dict[str, Any]:
+        """A document's table of contents: its headings as a tree, with chunk counts.
+
+        ``structured`` is False for a document without headings (then ``headings`` is
+        empty and ``chunks`` counts all of its chunks).
+
+        Raises:
+            NotFoundError: no such document.
+        """
+        return results.toc(self._find_doc_corpus(doc_id, corpus), doc_id)
+
+    def hits_from_scored(self, scored: list[Scored], query: str) -> list[Hit]:
+        """The candidates as hits with snippets (for agentic.py's expansion)."""
+        return results.hits(scored, self._corpora, query, self.settings.search.snippet_chars)
+
+    # -- reading -----------------------------------------------------------------------
+    def get_chunk(self, chunk_id: str) -> Chunk:
+        """One chunk by id (``"corpus:number"``, as in :attr:`Hit.chunk_id`).
+
+        Raises:
+            NotFoundError: no such chunk.
+        """
+        name, pk = _parse_chunk_id(chunk_id)
+        row = self._corpus(name).rows([pk]).get(pk)
+        if row is None:
+            raise NotFoundError(f"no chunk {chunk_id!r:.80}")
+        return results.chunk_from_row(name, row)
+
+    def neighbors(self, chunk_id: str, window: int = 1) -> list[Chunk]:
+        """The chunk and up to ``window`` chunks either side of it, in document order."""
+        if not isinstance(window, int) or not 0 <= window <= 100:
+            raise InvalidArgumentError("window must be an integer from 0 to 100")
+        centre = self.get_chunk(chunk_id)
+        rows = self._corpus(centre.corpus).catalog.document_chunks(
+            centre.doc_id, max(0, centre.position - window), centre.position + window
+        )
+        return [results.chunk_from_row(centre.corpus, r) for r in rows]
+
+    def get_document(self, doc_id: str, *, corpus: str | None = None) -> Document:
+        """A whole document: canonical text and metadata.
+
+        Raises:
+            NotFoundError: no such document.
+        """
+        store = self._find_doc_corpus(doc_id, corpus)
+        row = store.catalog.document(doc_id)
+        if row is None:
+            raise NotFoundError(f"no document {doc_id!r:.80}")
+        return Document(
+            row.doc_id, store.name, row.text, row.metadata, row.source_path, row.chunk_count
+        )
+
+    def list_documents(
+        self,
+        *,
+        corpus: str | None = None,
+        where: Mapping[str, Any] | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[DocumentInfo]:
+        """Documents ordered by corpus then id, optionally filtered like :meth:`search`."""
+        if not (0 < limit <= 10_000 and offset >= 0):
+            raise InvalidArgumentError("limit must be 1..10000 and offset >= 0")
+        validate_where(where)
+        out: list[DocumentInfo] = []
+        for name in [corpus] if corpus else self.corpora:
+            rows = self._corpus(name).catalog.list_documents(
+                where=where, corpus=name, limit=limit + offset, offset=0
+            )
+            out.extend(DocumentInfo(r[0], name, r[1], r[2], r[3], r[4]) for r in rows)
+        return out[offset : offset + limit]
+
+    def resolve(self, hit: Hit | Chunk) -> str:
+        """The exact span of the stored document that ``hit`` points at."""
+        doc = self.get_document(hit.doc_id, corpus=hit.corpus)
+        return doc.text[hit.start : hit.end]
+
+    def stats(self) -> IndexStats:
+        return IndexStats(
+            path=str(self.path) if self.path else None,
+            model=self._base_name,
+            dimension=self.embedder.dimension,
+            corpora=tuple(self._corpora[n].stats() for n in self.corpora),
+        )
+
+    def verify(self, corpus: str | None = None) -> CheckReport:
+        """Check that each corpus's catalog, vectors and lexical index agree and every chunk
+        resolves (read-only; damage found when the index was opened was already repaired,
+        with a logged warning). Corpora that cannot be opened are listed in ``broken``."""
+        from guaipeca.store.embedded.verify import CheckReport, verify_corpus
+
+        names = [corpus] if corpus else self.corpora
+        checks = tuple(verify_corpus(self._embedded(n), self._writer.reembed) for n in names)
+        broken = {} if corpus else self.broken_corpora
+        return CheckReport(checks, broken)
+
+    def _find_doc_corpus(self, doc_id: str, corpus: str | None) -> CorpusStore:
+        if corpus is not None:
+            store = self._corpus(corpus)
+            if store.stored_signature(doc_id) is None:
+                raise NotFoundError(f"no document {doc_id!r:.80} in corpus {corpus!r}")
+            return store
+        found = [c for c in self._corpora.values() if c.stored_signature(doc_id) is not None]
+        if not found:
+            raise NotFoundError(f"no document {doc_id!r:.80}")
+        if len(found) > 1:
+            names = ", ".join(sorted(c.name for c in found))
+            raise InvalidArgumentError(
+                f"document {doc_id!r:.80} exists in several corpora ({names}); name the corpus"
+            )
+        return found[0]
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def release_memory(self) -> None:
+        """Shrink resident memory while idle: vector pages mapped by earlier searches are
+        unmapped (the OS keeps them cached, so the next search re-maps them in a few ms)
+        and the C heap returns its free pages to the OS. Safe while other threads search.
+        """
+        for corpus in list(self._corpora.values()):
+            corpus.release_memory()
+        trim_c_heap()
+
+    def close(self) -> None:
+        for corpus in self._corpora.values():
+            corpus.close()
+        self._corpora.clear()
+        self._writer.close()
+        if self._backend is not None:
+            self._backend.close()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _check_query(query: str, top_k: int, mode: str, depth: int, k: float) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidArgumentError("query must be a non-empty string")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidArgumentError(
+            f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}"
+        )
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise InvalidArgumentError(f"top_k must be an integer from 1 to {MAX_TOP_K}")
+    if mode not in SEARCH_MODES:
+        raise InvalidArgumentError(
+            f"mode must be one of {', '.join(SEARCH_MODES)}, not {mode!r:.30}"
+        )
+    if not 1 <= depth <= 10_000:
+        raise InvalidArgumentError("candidates must be from 1 to 10000")
+    if not k > 0:
+        raise InvalidArgumentError("rrf_k must be positive")
+
+
+def _parse_chunk_id(chunk_id: str) -> tuple[str, int]:
+    if isinstance(chunk_id, str):
+        name, sep, number = chunk_id.rpartition(":")
+        if sep and number.isdigit() and name:
+            return name, int(number)
+    raise NotFoundError(f"{chunk_id!r:.80} is not a chunk id (expected 'corpus:number')")

@@ -1,0 +1,318 @@
+"""From a fused candidate list to what :meth:`Index.search` returns: lexical and ToC
+reranking, rows turned into hits with snippets, hits grouped and widened to sections or
+documents; also the shapes shared with the reading calls (chunks, a document's ToC).
+
+Every function takes the open corpora by name (``stores``); none keeps state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from guaipeca.config import SearchSettings
+from guaipeca.errors import InvalidArgumentError
+from guaipeca.search.rerank import Candidate, bm25_idf, lexical_rerank
+from guaipeca.search.snippet import make_snippet
+from guaipeca.store import ChunkRow, DocRow
+from guaipeca.store.contract import CorpusStore
+from guaipeca.types import Chunk, Hit, ScoreParts
+
+# One candidate of a fused list: (score, corpus name, chunk key, where the score came from).
+Scored = tuple[float, str, int, ScoreParts]
+
+
+def score_parts(
+    dense: list[tuple[int, float]], lexical: list[tuple[int, float]]
+) -> dict[int, ScoreParts]:
+    """Each retrieved chunk's score and rank in the dense and the lexical list."""
+    d = {pk: (score, rank) for rank, (pk, score) in enumerate(dense, start=1)}
+    lx = {pk: (score, rank) for rank, (pk, score) in enumerate(lexical, start=1)}
+    out: dict[int, ScoreParts] = {}
+    for pk in d.keys() | lx.keys():
+        ds, dr = d.get(pk, (None, None))
+        ls, lr = lx.get(pk, (None, None))
+        out[pk] = ScoreParts(dense=ds, lexical=ls, dense_rank=dr, lexical_rank=lr)
+    return out
+
+
+def rerank(
+    scored: list[Scored],
+    stores: Mapping[str, CorpusStore],
+    weights: Mapping[str, float],
+    settings: SearchSettings,
+    query: str,
+    before: int,
+    *,
+    lexical: bool,
+    toc: bool,
+) -> list[Scored]:
+    """The fused list with its first ``before`` entries re-ordered by the lexical
+    reranker (search/rerank.py); every score is normalised by the best fused one."""
+    head, tail = scored[:before], scored[before:]
+    pks_by_corpus: dict[str, list[int]] = {}
+    for _, name, pk, _ in head:
+        pks_by_corpus.setdefault(name, []).append(pk)
+    rows: dict[tuple[str, int], ChunkRow] = {}
+    terms: dict[str, list[str]] = {}
+    idf: dict[str, dict[str, float]] = {}
+    for name, pks in pks_by_corpus.items():
+        store = stores[name]
+        rows.update(((name, pk), row) for pk, row in store.rows(pks).items())
+        terms[name] = store.analyzer.tokens(query)
+        total, freqs = store.lexical.doc_freqs(terms[name])
+        idf[name] = {t: bm25_idf(max(total, df), df) for t, df in freqs.items()}
+    analyse = {name: stores[name].analyzer.tokens for name in pks_by_corpus}
+    # Rerank on the fused scores before corpus weights, then weigh the result: a corpus
+    # of weight 0 stays at 0 however well its chunks cover the query.
+    weight = {name: weights.get(name, 1.0) for name in pks_by_corpus}
+    candidates = []
+    for score, name, pk, parts in head:
+        row = rows.get((name, pk))
+        candidates.append(
+            Candidate(
+                key=(name, pk, parts),
+                score=score / weight[name] if weight[name] > 0 else 0.0,
+                tokens=analyse[name](row.text) if row and lexical else (),
+                idf=idf[name],
+                heading_tokens=frozenset(analyse[name](" ".join(row.heading_path)))
+                if row and toc
+                else frozenset(),
+            )
+        )
+    best = max(c.score for c in candidates)
+    best = best if best > 0 else 1.0
+    # One query may span corpora of different languages; the terms differ per corpus,
+    # so rerank each candidate against its own corpus's analysed query.
+    reranked: list[Scored] = []
+    for name in pks_by_corpus:
+        for (_, pk, parts), value in lexical_rerank(
+            terms[name],
+            [c for c in candidates if c.key[0] == name],
+            coverage_weight=settings.rerank_coverage if lexical else 0.0,
+            proximity_weight=settings.rerank_proximity if lexical else 0.0,
+            heading_weight=settings.toc_boost if toc else 0.0,
+            best=best,
+        ):
+            # value * best >= the unweighted fused score, so after weighting every
+            # reranked score stays at or above the tail's (weighted, fused) scores.
+            final = value * best * weight[name]
+            reranked.append((final, name, pk, dataclasses.replace(parts, rerank=value)))
+    reranked.sort(key=lambda t: (-t[0], t[1], t[2]))
+    return reranked + tail
+
+
+def hits(
+    scored: list[Scored],
+    stores: Mapping[str, CorpusStore],
+    query: str,
+    snippet_chars: int,
+    *,
+    snippets: bool = True,
+) -> list[Hit]:
+    """The candidates as hits, in order; chunks deleted since retrieval are left out."""
+    by_corpus: dict[str, list[int]] = {}
+    for _, name, pk, _ in scored:
+        by_corpus.setdefault(name, []).append(pk)
+    rows = {name: stores[name].rows(pks) for name, pks in by_corpus.items()}
+    out: list[Hit] = []
+    for score, name, pk, parts in scored:
+        row = rows[name].get(pk)
+        if row is None:  # deleted between retrieval and fetch
+            continue
+        out.append(hit_from_row(name, row, score, parts, ""))
+    return with_snippets(out, stores, query, snippet_chars) if snippets else out
+
+
+def with_snippets(
+    found: list[Hit], stores: Mapping[str, CorpusStore], query: str, width: int
+) -> list[Hit]:
+    """The hits with their snippets: the query terms of each hit's own corpus in context."""
+    terms: dict[str, set[str]] = {}
+    out = []
+    for h in found:
+        analyzer = stores[h.corpus].analyzer
+        if h.corpus not in terms:
+            terms[h.corpus] = set(analyzer.tokens(query))
+        snippet = make_snippet(h.text, terms[h.corpus], analyzer.term_spans, width=width)
+        out.append(dataclasses.replace(h, snippet=snippet))
+    return out
+
+
+def grouped(
+    scored: list[Scored],
+    stores: Mapping[str, CorpusStore],
+    settings: SearchSettings,
+    query: str,
+    top_k: int,
+    return_mode: str,
+    section_mode: bool,
+) -> list[Hit]:
+    """One hit per section or per document, ranked by its best chunk."""
+    width = settings.snippet_chars
+    # Group on the rows first and make snippets only for the hits returned: a snippet
+    # costs far more than a row, and the candidate list can be hundreds long.
+    found = hits(scored, stores, query, width, snippets=False)
+    if return_mode != "chunks":
+        docs: dict[tuple[str, str], Hit] = {}
+        for h in found:
+            docs.setdefault((h.corpus, h.doc_id), h)
+        best = with_snippets(list(docs.values())[:top_k], stores, query, width)
+        # Each document is read once: for its size, then for its text.
+        rows = [stores[h.corpus].catalog.document(h.doc_id) for h in best]
+        total = sum(len(row.text) for row in rows if row)
+        if return_mode == "documents" or total <= settings.max_chars:
+            return [
+                _widen_to_document(stores[h.corpus], h, row)
+                for h, row in zip(best, rows, strict=True)
+            ]
+    if not section_mode:
+        return with_snippets(found[:top_k], stores, query, width)
+    sections: dict[tuple[str, str, str], Hit] = {}
+    for h in found:
+        sections.setdefault((h.corpus, h.doc_id, h.section_id), h)
+    chosen = with_snippets(list(sections.values())[:top_k], stores, query, width)
+    return [_widen_to_section(stores[h.corpus], h) for h in chosen]
+
+
+def _page_span(rows: list[ChunkRow]) -> tuple[int | None, int | None]:
+    pages = [p for r in rows for p in (r.page_start, r.page_end) if p is not None]
+    return (min(pages), max(pages)) if pages else (None, None)
+
+
+def _widen_to_document(store: CorpusStore, hit: Hit, doc: DocRow | None) -> Hit:
+    text = doc.text if doc else hit.text
+    page_start, page_end = _page_span(store.catalog.document_chunks(hit.doc_id))
+    return dataclasses.replace(
+        hit,
+        start=0,
+        end=len(text),
+        text=text,
+        heading_path=hit.heading_path[:1],
+        page_start=page_start,
+        page_end=page_end,
+    )
+
+
+def _widen_to_section(store: CorpusStore, hit: Hit) -> Hit:
+    rows = [r for r in store.catalog.document_chunks(hit.doc_id) if r.section_id == hit.section_id]
+    if not rows:
+        return hit
+    doc = store.catalog.document(hit.doc_id)
+    start, end = rows[0].start, rows[-1].end
+    page_start, page_end = _page_span(rows)
+    return dataclasses.replace(
+        hit,
+        start=start,
+        end=end,
+        text=doc.text[start:end] if doc else hit.text,
+        heading_path=rows[0].heading_path,
+        page_start=page_start,
+        page_end=page_end,
+    )
+
+
+def section_filter_where(
+    where: Mapping[str, Any] | None, section_filter: str | None
+) -> Mapping[str, Any] | None:
+    """``where`` narrowed to one section id or to a heading path prefix ``"A > B"``.
+
+    Raises:
+        InvalidArgumentError: an empty or non-string ``section_filter``.
+    """
+    if section_filter is None:
+        return where
+    if not isinstance(section_filter, str) or not section_filter.strip():
+        raise InvalidArgumentError("section_filter must be a section id or 'Title > Section'")
+    if section_filter.startswith(("s:", "unstructured:")):
+        extra: dict[str, Any] = {"section_id": section_filter}
+    else:
+        parts = [p.strip() for p in section_filter.split(">") if p.strip()]
+        # heading_path is stored as JSON text: a path prefix is a prefix of that text.
+        prefix = json.dumps(parts, ensure_ascii=False)[:-1]
+        extra = {
+            "$or": [{"heading_path": prefix + "]"}, {"heading_path": {"$startswith": prefix + ","}}]
+        }
+    return {"$and": [dict(where), extra]} if where else extra
+
+
+def toc(store: CorpusStore, doc_id: str) -> dict[str, Any]:
+    """A stored document's headings as a tree, with chunk counts (see :meth:`Index.toc`)."""
+    rows = store.catalog.document_chunks(doc_id)
+    doc = store.catalog.document(doc_id)
+    text = doc.text if doc else ""
+    root: dict[str, Any] = {"children": [], "level": 0}
+    stack = [root]
+    for row in rows:
+        for level, title in _heading_lines(text[row.start : row.end]):
+            node = {
+                "title": title,
+                "level": level,
+                "section_id": row.section_id,
+                "chunk_id": f"{store.name}:{row.chunk_pk}",
+                "chunks": 0,
+                "children": [],
+            }
+            while stack[-1]["level"] >= level:
+                stack.pop()
+            stack[-1]["children"].append(node)
+            stack.append(node)
+        if len(stack) > 1:
+            stack[-1]["chunks"] += 1
+    return {
+        "doc_id": doc_id,
+        "corpus": store.name,
+        "structured": bool(root["children"]),
+        "chunks": len(rows),
+        "headings": root["children"],
+    }
+
+
+_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
+
+
+def _heading_lines(text: str) -> list[tuple[int, str]]:
+    """ATX headings in a chunk (outside fenced code), as ``(level, title)``."""
+    out: list[tuple[int, str]] = []
+    fence = None
+    for line in text.split("\n"):
+        stripped = line.lstrip()
+        if stripped.startswith(("```", "~~~")):
+            marker = stripped[:3]
+            fence = None if fence == marker else (fence or marker)
+            continue
+        if fence is None:
+            m = _HEADING.match(line)
+            if m:
+                out.append((len(m.group(1)), m.group(2).strip()))
+    return out
+
+
+def _row_fields(corpus: str, row: ChunkRow) -> dict[str, Any]:
+    """The fields a stored chunk and a hit share."""
+    return {
+        "chunk_id": f"{corpus}:{row.chunk_pk}",
+        "corpus": corpus,
+        "doc_id": row.doc_id,
+        "source_path": row.source_path,
+        "heading_path": row.heading_path,
+        "section_id": row.section_id,
+        "page_start": row.page_start,
+        "page_end": row.page_end,
+        "start": row.start,
+        "end": row.end,
+        "position": row.position,
+        "text": row.text,
+        "metadata": row.metadata,
+    }
+
+
+def chunk_from_row(corpus: str, row: ChunkRow) -> Chunk:
+    return Chunk(**_row_fields(corpus, row))
+
+
+def hit_from_row(corpus: str, row: ChunkRow, score: float, parts: ScoreParts, snippet: str) -> Hit:
+    return Hit(**_row_fields(corpus, row), score=score, scores=parts, snippet=snippet)

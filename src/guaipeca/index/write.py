@@ -1,0 +1,296 @@
+"""The write path of :class:`~guaipeca.index.facade.Index`: documents → chunks → enrichment →
+vectors → one corpus write.
+
+Unchanged documents are skipped and unchanged chunks reuse their stored vectors: a chunk's
+vector is keyed by the hash of what is embedded for it (model name + embedding input), so
+only new inputs reach the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from guaipeca.chunk import canonicalize, chunk_text
+from guaipeca.config import EngineSettings
+from guaipeca.embed import Embedder, embedding_input
+from guaipeca.enrich import Enrichment
+from guaipeca.enrich.llm import LLMEnricher
+from guaipeca.enrich.pipeline import LLMCache, llm_pass, local_pass, stored_form
+from guaipeca.errors import InvalidArgumentError
+from guaipeca.store import ChunkRow
+from guaipeca.store.contract import CorpusStore, PreparedDocument
+from guaipeca.store.embedded import Catalog
+from guaipeca.types import AddReport, ChunkSpan, NewDocument
+
+MAX_DOC_ID_CHARS = 1024
+# Chunks gathered before one embedding batch and one corpus write: large enough to keep the
+# model's batches full, small enough that a huge folder never sits in memory at once.
+_WRITE_BATCH_CHUNKS = 2048
+
+
+class DocumentWriter:
+    """Adds documents to corpora with the index's settings and embedder."""
+
+    def __init__(self, settings: EngineSettings, embedder: Embedder, model_name: str) -> None:
+        self._settings = settings
+        self._embedder = embedder
+        # The base model's name salts every embedding hash: vectors of another model never match.
+        self._salt = model_name + "\x00"
+        self._lock = threading.Lock()
+        self._llm: LLMEnricher | None = None  # built on first use when enrich.url is set
+
+    def add(self, store: CorpusStore, items: Sequence[NewDocument]) -> AddReport:
+        """Insert or replace ``items`` (already checked) in ``store``."""
+        counts = {"added": 0, "replaced": 0, "unchanged": 0, "metadata_updated": 0}
+        chunk_totals = {"chunks": 0, "embedded": 0, "reused": 0}
+        pending: list[_Pending] = []
+        pending_chunks = 0
+        for item in items:
+            text = canonicalize(item.text)
+            sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            stored = store.stored_signature(item.doc_id)
+            if stored is not None and stored[0] == sha and stored[2] == item.source_path:
+                if item.source_sha256 is not None:
+                    store.set_source_state(item.doc_id, _source_state(item), item.modified)
+                if stored[1] == item.metadata:
+                    counts["unchanged"] += 1
+                else:
+                    store.update_metadata(item.doc_id, item.metadata)
+                    counts["metadata_updated"] += 1
+                continue
+            counts["replaced" if stored is not None else "added"] += 1
+            prepared = self._prepare(store, item, text, sha)
+            pending.append(prepared)
+            pending_chunks += len(prepared.chunks)
+            if pending_chunks >= _WRITE_BATCH_CHUNKS:
+                self._flush(store, pending, chunk_totals)
+                pending, pending_chunks = [], 0
+        self._flush(store, pending, chunk_totals)
+        return AddReport(
+            added=counts["added"],
+            replaced=counts["replaced"],
+            unchanged=counts["unchanged"],
+            metadata_updated=counts["metadata_updated"],
+            chunks=chunk_totals["chunks"],
+            chunks_embedded=chunk_totals["embedded"],
+            chunks_reused=chunk_totals["reused"],
+        )
+
+    def reembed(self, catalog: Catalog, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors for stored chunks, embedded again from the catalog's text — only those
+        whose embedding input rebuilds to the very hash stored (same model and settings)."""
+        wanted = set(hashes)
+        docs = sorted({d for places in catalog.hash_positions(wanted).values() for d, _ in places})
+        inputs: dict[str, str] = {}
+        for doc_id in docs:
+            texts, found = self._embedding_inputs(catalog.document_chunks(doc_id))
+            inputs.update((h, t) for h, t in zip(found, texts, strict=True) if h in wanted)
+        out: dict[str, np.ndarray] = {}
+        keys = list(inputs)
+        for i in range(0, len(keys), 256):
+            part = keys[i : i + 256]
+            vectors = self._embedder.embed_passages([inputs[h] for h in part])
+            out.update(zip(part, np.asarray(vectors, dtype=np.float32), strict=True))
+        return out
+
+    def close(self) -> None:
+        if self._llm is not None:
+            self._llm.close()
+            self._llm = None
+
+    def _prepare(self, store: CorpusStore, item: NewDocument, text: str, sha: str) -> _Pending:
+        chunking = self._settings.chunking
+        page_starts = _canonical_page_starts(item.text, item.page_starts)
+        chunks = chunk_text(
+            text,
+            doc_key=f"{store.name}/{item.doc_id}",
+            max_size=chunking.max_size,
+            page_starts=page_starts,
+        )
+        inputs, hashes = self._embedding_inputs(chunks)
+        pending = _Pending(item, text, sha, chunks, inputs, hashes)
+        # Local enrichment (§8.1): keywords, entities, dates per chunk, no LLM.
+        pending.enrichments = local_pass(
+            [c.text for c in chunks], store.language, self._settings.enrich
+        )
+        return pending
+
+    def _embedding_inputs(
+        self, chunks: Sequence[ChunkSpan | ChunkRow]
+    ) -> tuple[list[str], list[str]]:
+        """What is embedded for each chunk of one document, in order, and its hash."""
+        chunking, emb = self._settings.chunking, self._settings.embedding
+        inputs: list[str] = []
+        for i, c in enumerate(chunks):
+            context = ""
+            if chunking.overlap and i and chunks[i - 1].section_id == c.section_id:
+                context = chunks[i - 1].text[-chunking.overlap :]
+            inputs.append(
+                embedding_input(
+                    c.text,
+                    c.heading_path,
+                    preprocess=emb.preprocess,
+                    max_chars=emb.preprocess_chars,
+                    context=context,
+                )
+            )
+        return inputs, [self._hash(s) for s in inputs]
+
+    def _hash(self, embedding_input: str) -> str:
+        return hashlib.sha256((self._salt + embedding_input).encode("utf-8")).hexdigest()
+
+    def _flush(self, store: CorpusStore, pending: list[_Pending], totals: dict[str, int]) -> None:
+        if not pending:
+            return
+        self._llm_enrich(store, pending)
+        known = store.known_vectors(h for p in pending for h in p.hashes)
+        missing: dict[str, str] = {}
+        for p in pending:
+            for h, s in zip(p.hashes, p.inputs, strict=True):
+                if h not in known:
+                    missing.setdefault(h, s)
+        if missing:
+            vectors = self._embedder.embed_passages(list(missing.values()))
+            known.update(zip(missing.keys(), vectors, strict=True))
+        dim = self._embedder.dimension
+        docs = []
+        for p in pending:
+            vecs = (
+                np.vstack([known[h] for h in p.hashes]).astype(np.float32)
+                if p.hashes
+                else np.zeros((0, dim), dtype=np.float32)
+            )
+            docs.append(
+                PreparedDocument(
+                    doc_id=p.item.doc_id,
+                    text=p.text,
+                    text_sha256=p.sha,
+                    metadata=p.item.metadata,
+                    source_path=p.item.source_path,
+                    modified=p.item.modified,
+                    chunks=p.chunks,
+                    embed_hashes=p.hashes,
+                    vectors=vecs,
+                    source_state=_source_state(p.item),
+                    enrichments=stored_form(p.enrichments),
+                )
+            )
+            totals["chunks"] += len(p.chunks)
+        totals["embedded"] += len(missing)
+        totals["reused"] += sum(len(p.hashes) for p in pending) - len(missing)
+        store.write(docs)
+
+    def _llm_enrich(self, store: CorpusStore, pending: list[_Pending]) -> None:
+        """Optional LLM enrichment (§8.2) of a batch before it is embedded. It cannot fail
+        indexing: chunks the endpoint could not enrich keep their local enrichment."""
+        settings = self._settings.enrich
+        if settings.url is None:
+            return
+        with self._lock:
+            if self._llm is None:
+                self._llm = LLMEnricher.from_settings(settings)
+        items = [
+            (c.text, c.heading_path, p.enrichments[i] if p.enrichments else None)
+            for p in pending
+            for i, c in enumerate(p.chunks)
+        ]
+        cache = store.catalog if isinstance(store.catalog, LLMCache) else None
+        results = iter(llm_pass(self._llm, cache, items))
+        for p in pending:
+            p.enrichments = [next(results) for _ in p.chunks]
+            for i, e in enumerate(p.enrichments):
+                extra = e.embedding_text() if settings.embed and e is not None else ""
+                if extra:  # embedded with the text: the hash must say so
+                    p.inputs[i] = f"{p.inputs[i]}\n\n{extra}"
+                    p.hashes[i] = self._hash(p.inputs[i])
+
+
+class _Pending:
+    """One document between chunking and its corpus write."""
+
+    __slots__ = ("chunks", "enrichments", "hashes", "inputs", "item", "sha", "text")
+
+    def __init__(
+        self,
+        item: NewDocument,
+        text: str,
+        sha: str,
+        chunks: Any,
+        inputs: list[str],
+        hashes: list[str],
+    ) -> None:
+        self.item, self.text, self.sha = item, text, sha
+        self.chunks, self.inputs, self.hashes = chunks, inputs, hashes
+        self.enrichments: list[Enrichment | None] = []
+
+
+def check_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` as it will be stored (a JSON round trip).
+
+    Raises:
+        InvalidArgumentError: not a mapping of string keys to JSON values.
+    """
+    if not isinstance(metadata, Mapping):
+        raise InvalidArgumentError("metadata must be a mapping of names to values")
+    try:
+        # Round-trip through JSON: what is stored is exactly what comes back.
+        clean = json.loads(json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgumentError(f"metadata must be JSON-serialisable ({exc})") from None
+    if not all(isinstance(key, str) for key in metadata):
+        raise InvalidArgumentError("metadata keys must be strings")
+    return dict(clean)
+
+
+def as_new_documents(
+    docs: Mapping[str, str] | Iterable[NewDocument], shared: dict[str, Any]
+) -> list[NewDocument]:
+    """``docs`` checked, each with ``shared`` metadata under its own.
+
+    Raises:
+        InvalidArgumentError: a bad or repeated id, a text that is not a string, bad metadata.
+    """
+    if isinstance(docs, Mapping):
+        raw = [NewDocument(doc_id, text) for doc_id, text in docs.items()]
+    else:
+        raw = list(docs)
+    out: list[NewDocument] = []
+    seen: set[str] = set()
+    for d in raw:
+        if not isinstance(d, NewDocument):
+            raise InvalidArgumentError("documents must be {id: text} or NewDocument items")
+        if not isinstance(d.doc_id, str) or not d.doc_id or len(d.doc_id) > MAX_DOC_ID_CHARS:
+            raise InvalidArgumentError(
+                f"document ids must be non-empty strings of at most {MAX_DOC_ID_CHARS} characters"
+            )
+        if not isinstance(d.text, str):
+            raise InvalidArgumentError(f"text of document {d.doc_id!r:.80} must be a string")
+        if d.doc_id in seen:
+            raise InvalidArgumentError(f"document id {d.doc_id!r:.80} appears twice in one call")
+        seen.add(d.doc_id)
+        merged = {**shared, **check_metadata(d.metadata)} if d.metadata else dict(shared)
+        out.append(dataclasses.replace(d, metadata=merged))
+    return out
+
+
+def _source_state(item: NewDocument) -> tuple[str | None, int | None, int | None]:
+    return (item.source_sha256, item.source_size, item.source_mtime_ns)
+
+
+def _canonical_page_starts(raw: str, page_starts: Sequence[int] | None) -> list[int] | None:
+    """Page offsets given against the raw text, moved to the canonical (LF-only) text."""
+    if page_starts is None:
+        return None
+    if "\r\n" not in raw:
+        return list(page_starts)
+    out = []
+    for p in page_starts:
+        out.append(p - raw.count("\r\n", 0, p))
+    return out

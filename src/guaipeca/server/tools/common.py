@@ -1,0 +1,216 @@
+"""What every MCP tool shares (§7.1): the server class, error handling, the registrar,
+limits and the descriptions several tools reuse.
+
+Built on the official SDK's ``MCPServer``: each tool's typed parameters become its JSON
+input schema, and its return model becomes its output schema and the result's
+``structuredContent`` (the SDK sends the same JSON as text for clients that read only text).
+
+Errors are raised, never returned: a :class:`~guaipeca.errors.GuaipecaError` becomes a tool
+error result (``isError: true``) carrying its one-line message with server paths replaced by
+placeholders; arguments that do not fit the schema get one line naming each bad argument;
+anything unexpected becomes "internal error" while its traceback goes to the log (stderr).
+Nothing here prints: on stdio, stdout is the protocol stream.
+
+Blocking work (searching, reading, converting, indexing) runs in worker threads, so the
+event loop keeps answering. Searches run concurrently with each other and with an indexing
+run (the index serves its last committed state); writes (index, upload, delete) take one
+lock, so at most one runs at a time.
+"""
+
+import difflib
+import functools
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, Protocol, TypeVar
+
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import ValidationError
+
+from guaipeca.errors import GuaipecaError
+from guaipeca.server.service import (
+    Service,
+)
+
+__all__ = [
+    "INSTRUCTIONS",
+    "MAX_CHUNK_IDS",
+    "READ_ONLY",
+    "TOOL_MAX_TOP_K",
+    "WHERE_DOC",
+    "Registrar",
+    "ToolServer",
+    "describe_invalid_arguments",
+    "guard",
+    "in_thread",
+    "registrar",
+]
+
+log = logging.getLogger("guaipeca.server")
+
+#: Most hits one search call returns (the library allows more; an agent's context does not).
+TOOL_MAX_TOP_K = 100
+#: Most chunk ids one get_chunk call takes.
+MAX_CHUNK_IDS = 100
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+_F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
+
+
+class Registrar(Protocol):
+    """``@tool(title, **hints)``, as :func:`registrar` returns it."""
+
+    def __call__(self, title: str, **hints: bool) -> Callable[[_F], _F]: ...
+
+
+INTERNAL_ERROR = "internal error (the server log has the details)"
+
+
+# -- argument errors ---------------------------------------------------------------------
+def _shown_input(value: object) -> str:
+    if isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) <= 60):
+        return f" (got {value!r})"
+    return ""
+
+
+def describe_invalid_arguments(exc: ValidationError) -> str:
+    """One line naming each argument that does not fit the schema."""
+    by_field: dict[str, list[Any]] = {}
+    for error in exc.errors(include_url=False):
+        loc = error["loc"]
+        key = str(loc[0]) if loc else "arguments"
+        by_field.setdefault(key, []).append(error)
+    problems = []
+    err: Any
+    for key, errs in by_field.items():
+        specific = [e for e in errs if not str(e["type"]).endswith("_type")]
+        if specific:
+            err = specific[0]
+            message = str(err["msg"])
+        elif len(errs) > 1:  # a union: "a valid string or a valid list"
+            err = errs[0]
+            wanted = [str(e["msg"]).removeprefix("Input should be ") for e in errs]
+            message = "Input should be " + " or ".join(dict.fromkeys(wanted))
+        else:
+            err = errs[0]
+            message = str(err["msg"])
+        where = key + "".join(f"[{p}]" for p in err["loc"][1:] if isinstance(p, int))
+        if err["type"] == "missing":
+            problems.append(f"{where}: is required")
+        else:
+            problems.append(f"{where}: {message}{_shown_input(err.get('input'))}")
+    return "invalid arguments: " + "; ".join(problems)
+
+
+class ToolServer(MCPServer[Any]):
+    """MCPServer whose argument errors are one readable line and which refuses
+    arguments a tool does not have (a misspelt ``topk`` must not silently mean the default)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tool_arguments: dict[str, frozenset[str]] = {}
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        known = self.tool_arguments.get(name)
+        if known is not None:
+            for arg in sorted(set(arguments) - known):
+                close = difflib.get_close_matches(arg, sorted(known), n=1)
+                hint = (
+                    f"did you mean {close[0]!r}?"
+                    if close
+                    else f"arguments: {', '.join(sorted(known))}"
+                )
+                raise ToolError(
+                    f"Error executing tool {name}: unknown argument {arg!r:.60} ({hint})"
+                )
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                message = describe_invalid_arguments(cause)
+                raise ToolError(f"Error executing tool {name}: {message}") from cause
+            raise
+
+
+# -- the server --------------------------------------------------------------------------
+READ_ONLY = {"read_only_hint": True, "destructive_hint": False, "idempotent_hint": True}
+
+INSTRUCTIONS = """\
+Guaipeca searches the user's own documents (Markdown, text, PDF, Office, HTML), grouped in
+named corpora. Start with `search` (hybrid keyword + semantic by default); every hit names
+an exact span of its document (chunk_id, doc_id, character offsets, page span, heading
+path). Then read more with `get_chunk` (several chunk ids at once), `get_toc` (a document's
+headings, whose section ids feed search's section_filter) and `get_document`. `list_folders`
+and `status` tell which corpora exist and what they hold; `list_documents` lists documents.
+To dig deeper: `keyword_search` (exact names, codes) and `semantic_search` (meaning);
+`filtered_search` narrows by the entities, keywords, dates and content types extracted from
+each chunk; `read_neighbors` reads the text around hits; `find_related` follows a hit's
+entities and key terms into other documents (call it again on its results for more hops).
+`index` re-reads the folders; `upload` and `delete` change corpora that allow it."""
+
+WHERE_DOC = (
+    "Metadata filter, a JSON object of field conditions (AND-ed), plus top-level $and/$or "
+    "lists. Operators: $eq (or a bare value), $ne, $gt, $gte, $lt, $lte, $in, $nin, "
+    "$exists, $contains, $startswith, $endswith. Fields: corpus, doc_id, source_path, "
+    "filename, extension (e.g. '.pdf'), modified (Unix time), page, section_id, position, "
+    "or any user metadata key (dotted paths reach nested values). "
+    'Example: {"extension": ".pdf", "page": {"$lte": 5}}'
+)
+
+
+def guard(service: Service, fn: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awaitable[_T]]:
+    """Turn library errors into tool errors with a clean message, and anything else into
+    a generic one (with the traceback in the log)."""
+
+    @functools.wraps(fn)
+    async def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        service.tool_calls.started()
+        try:
+            return await fn(*args, **kwargs)
+        except ToolError:
+            raise
+        except GuaipecaError as exc:
+            raise ToolError(service.sanitise(str(exc))) from None
+        except Exception:
+            log.exception("tool %s failed", fn.__name__)
+            raise ToolError(INTERNAL_ERROR) from None
+        finally:
+            service.tool_calls.done()
+
+    return guarded
+
+
+def registrar(server: ToolServer, service: Service) -> Registrar:
+    """``@tool(title, **hints)``: registers a coroutine as a guarded tool of ``server``; its
+    name, description (docstring) and arguments come from the function."""
+
+    def tool(title: str, **hints: bool) -> Callable[[_F], _F]:
+        def register(fn: _F) -> _F:
+            name = fn.__name__
+            server.add_tool(
+                guard(service, fn),
+                name=name,
+                title=title,
+                description=inspect.cleandoc(fn.__doc__ or ""),
+                annotations=ToolAnnotations(title=title, open_world_hint=False, **hints),
+                structured_output=True,
+            )
+            server.tool_arguments[name] = frozenset(inspect.signature(fn).parameters)
+            return fn
+
+        return register
+
+    return tool
+
+
+async def in_thread(fn: Callable[[], _T]) -> _T:
+    return await anyio.to_thread.run_sync(fn)

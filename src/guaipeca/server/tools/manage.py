@@ -1,0 +1,183 @@
+"""Tools that manage corpora: re-index, status, folders, upload and delete."""
+
+# No `from __future__ import annotations` here: the SDK evaluates each tool's annotations when
+# it is registered, and they name this function's live locals (settings, limits).
+import functools
+from typing import Annotated
+
+from pydantic import Field
+
+from guaipeca.errors import InvalidArgumentError
+from guaipeca.ingest import SyncReport
+from guaipeca.server.schema import (
+    DeleteOut,
+    FoldersOut,
+    IndexOut,
+    StatusOut,
+    UploadOut,
+)
+from guaipeca.server.service import MAX_NAME_BYTES, Service, decode_base64
+from guaipeca.server.tools.common import (
+    READ_ONLY,
+    Registrar,
+    in_thread,
+)
+
+__all__ = [
+    "register_delete",
+    "register_index",
+    "register_list_folders",
+    "register_status",
+    "register_upload",
+]
+
+
+def register_index(tool: Registrar, service: Service) -> None:
+    """Registers the ``index`` tool."""
+
+    @tool(
+        "Re-index folders",
+        read_only_hint=False,
+        destructive_hint=False,
+        idempotent_hint=True,
+    )
+    async def index(
+        corpus: Annotated[
+            str | None,
+            Field(description="The configured corpus to re-index; default: every one."),
+        ] = None,
+    ) -> IndexOut:
+        """Re-read configured corpus folders: new and changed files are converted and
+        indexed, deleted files leave the index. Returns a summary per corpus (added,
+        changed, unchanged, removed, failed files with reasons, totals, seconds).
+
+        Incremental and safe to repeat. Searches keep answering while it runs; a second
+        write waits for the first (status shows a run in progress).
+        """
+        names = [corpus] if corpus is not None else [c.name for c in service.settings.corpora]
+        if not names:
+            raise InvalidArgumentError("the server's configuration lists no corpora")
+
+        def run() -> list[SyncReport]:
+            for name in names:
+                service.corpus_root(name)  # every folder checked before any run starts
+            return [service.reindex(name) for name in names]
+
+        reports = await in_thread(run)
+        return IndexOut(corpora=[service.summary(r) for r in reports])
+
+
+def register_status(tool: Registrar, service: Service) -> None:
+    """Registers the ``status`` tool."""
+
+    @tool("Index status", **READ_ONLY)
+    async def status() -> StatusOut:
+        """The server's version, embedding model and dimension, every corpus with its
+        topic, language, weight and document/chunk counts, corpora that cannot be used
+        (with the reason) and the indexing run in progress, if any."""
+        return await in_thread(service.status)
+
+
+def register_list_folders(tool: Registrar, service: Service) -> None:
+    """Registers the ``list_folders`` tool."""
+
+    @tool("List folders", **READ_ONLY)
+    async def list_folders() -> FoldersOut:
+        """The configured corpora: name, folder, topic, weight, language, file types,
+        exclude patterns and whether uploads are allowed, plus the upload limits.
+
+        Use it to choose corpora for search or a target for upload."""
+        return await in_thread(service.folders)
+
+
+def register_upload(tool: Registrar, service: Service) -> None:
+    """Registers the ``upload`` tool."""
+    up = service.settings.upload
+
+    @tool(
+        "Upload a file",
+        read_only_hint=False,
+        destructive_hint=True,
+        idempotent_hint=False,
+    )
+    async def upload(
+        corpus: Annotated[
+            str,
+            Field(
+                min_length=1,
+                description=f"A corpus that accepts uploads: {', '.join(up.allow) or 'none'}.",
+            ),
+        ],
+        filename: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_NAME_BYTES,
+                description="A plain file name with its extension, e.g. 'report.pdf' "
+                "(no folders; use subfolder).",
+            ),
+        ],
+        content_base64: Annotated[
+            str,
+            Field(
+                min_length=1,
+                description="The file's bytes, base64-encoded (standard alphabet). At most "
+                f"{up.max_file_size} bytes once decoded.",
+            ),
+        ],
+        subfolder: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=1000,
+                description="A folder inside the corpus folder, e.g. 'notes/2024' "
+                "(created if missing).",
+            ),
+        ] = None,
+        overwrite: Annotated[bool, Field(description="Replace a file of the same name.")] = False,
+    ) -> UploadOut:
+        """Save a document into a corpus folder and index it.
+
+        Accepts only corpora listed in the server's upload.allow, file types in
+        upload.allowed_extensions, and files that convert to text (a broken PDF is
+        refused and nothing is written). An existing file is kept unless overwrite is
+        true. Returns the document id (its path in the corpus) and the indexing summary.
+        """
+        service.writable_corpus(corpus)  # before anything is decoded
+
+        def save() -> UploadOut:
+            data = decode_base64(content_base64, up.max_file_size)
+            return service.upload(corpus, filename, data, subfolder=subfolder, overwrite=overwrite)
+
+        return await in_thread(save)
+
+
+def register_delete(tool: Registrar, service: Service) -> None:
+    """Registers the ``delete`` tool."""
+    up = service.settings.upload
+
+    @tool(
+        "Delete a document",
+        read_only_hint=False,
+        destructive_hint=True,
+        idempotent_hint=True,
+    )
+    async def delete(
+        corpus: Annotated[
+            str,
+            Field(
+                min_length=1,
+                description="The document's corpus (one that accepts uploads: "
+                f"{', '.join(up.allow) or 'none'}).",
+            ),
+        ],
+        doc_id: Annotated[
+            str,
+            Field(min_length=1, max_length=1024, description="The document id (doc_id)."),
+        ],
+    ) -> DeleteOut:
+        """Delete a document: its file is removed from the corpus folder (when it is a
+        file inside that folder) and the document from the index. Cannot be undone.
+
+        Only in corpora that accept uploads."""
+        return await in_thread(functools.partial(service.delete, corpus, doc_id))

@@ -1,0 +1,111 @@
+"""The ``search`` tool: hybrid, keyword or dense search with filters, sections and return modes."""
+
+# No `from __future__ import annotations` here: the SDK evaluates each tool's annotations when
+# it is registered, and they name this function's live locals (settings, limits).
+import functools
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from guaipeca.index import MAX_QUERY_CHARS
+from guaipeca.server.schema import (
+    SearchOut,
+)
+from guaipeca.server.security import SearchGate
+from guaipeca.server.service import Service
+from guaipeca.server.tools.common import (
+    READ_ONLY,
+    TOOL_MAX_TOP_K,
+    WHERE_DOC,
+    Registrar,
+)
+
+__all__ = ["register_search"]
+
+
+def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None:
+    """Registers the ``search`` tool."""
+    idx = service.index
+    s = service.settings.search
+
+    @tool("Search documents", **READ_ONLY)
+    async def search(
+        query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_QUERY_CHARS,
+                description="What to look for: a question or keywords, in any language.",
+            ),
+        ],
+        top_k: Annotated[
+            int, Field(ge=1, le=TOOL_MAX_TOP_K, description="How many results to return.")
+        ] = min(s.top_k, TOOL_MAX_TOP_K),
+        corpora: Annotated[
+            list[str] | None,
+            Field(
+                min_length=1,
+                max_length=100,
+                description="Search only these corpora (see list_folders); default: all.",
+            ),
+        ] = None,
+        mode: Annotated[
+            Literal["hybrid", "dense", "keyword"],
+            Field(
+                description="hybrid: keywords and meaning fused (best in general); "
+                "keyword: exact terms, names, codes (BM25); dense: meaning, paraphrases."
+            ),
+        ] = s.mode,
+        where: Annotated[dict[str, Any] | None, Field(description=WHERE_DOC)] = None,
+        return_mode: Annotated[
+            Literal["chunks", "documents", "auto"],
+            Field(
+                description="chunks: the matching passages; documents: one result per "
+                "document with its whole text; auto: documents when they are short "
+                f"enough together (under {s.max_chars} characters), else chunks."
+            ),
+        ] = "chunks",
+        section_mode: Annotated[
+            bool,
+            Field(description="One result per section, with the whole section's text."),
+        ] = False,
+        section_filter: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=2000,
+                description="Search only inside one section: a section_id (from a hit or "
+                "get_toc) or a heading path prefix such as 'Manual > Installation'.",
+            ),
+        ] = None,
+    ) -> SearchOut:
+        """Search the indexed documents and return the best passages, best first.
+
+        Use it first for any question about the user's documents, and again with other
+        words, a filter or section_filter to dig deeper. Each hit has chunk_id, corpus,
+        doc_id, source_path (relative to its corpus folder), heading_path, section_id,
+        page_start/page_end, the character span start/end, score and its parts, a
+        snippet with the query terms marked, and the passage text. Follow up with
+        get_chunk, get_toc or get_document.
+        """
+        hits = await gate.run(
+            functools.partial(
+                idx.search,
+                query,
+                top_k=top_k,
+                mode=mode,
+                where=where,
+                corpora=corpora,
+                return_mode=return_mode,
+                section_mode=section_mode,
+                section_filter=section_filter,
+            )
+        )
+        return SearchOut(
+            query=query,
+            mode=mode,
+            return_mode=return_mode,
+            section_mode=section_mode,
+            count=len(hits),
+            hits=[service.hit_out(h) for h in hits],
+        )

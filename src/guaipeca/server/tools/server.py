@@ -1,0 +1,50 @@
+"""The MCP server: every tool group registered on one :class:`ToolServer`, in a fixed order
+(the order clients list them in)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+
+from guaipeca import __version__
+from guaipeca.server.security import search_gate
+from guaipeca.server.service import Service
+from guaipeca.server.tools.agentic import register_agent_tools
+from guaipeca.server.tools.common import INSTRUCTIONS, ToolServer, registrar
+from guaipeca.server.tools.manage import (
+    register_delete,
+    register_index,
+    register_list_folders,
+    register_status,
+    register_upload,
+)
+from guaipeca.server.tools.read import (
+    register_get_chunk,
+    register_get_document,
+    register_get_toc,
+    register_list_documents,
+)
+from guaipeca.server.tools.search import register_search
+
+__all__ = ["build_server"]
+
+
+def build_server(service: Service) -> MCPServer[Any]:
+    """An MCP server whose tools search, read and manage the service's corpora (§7.1)."""
+    server = ToolServer("guaipeca", version=__version__, instructions=INSTRUCTIONS)
+    # A cap on concurrent searches and a deadline per search (server settings).
+    gate = search_gate(service.settings)
+    tool = registrar(server, service)
+    register_search(tool, service, gate)
+    register_get_chunk(tool, service)
+    register_get_document(tool, service)
+    register_list_documents(tool, service)
+    register_get_toc(tool, service)
+    register_index(tool, service)
+    register_status(tool, service)
+    register_list_folders(tool, service)
+    register_upload(tool, service)
+    register_delete(tool, service)
+    register_agent_tools(server, service, gate)
+    return server

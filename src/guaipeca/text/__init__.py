@@ -1,0 +1,2 @@
+"""Text handling shared by the lexical index and enrichment: normalisation, stopwords and
+language names."""

@@ -1,0 +1,25 @@
+"""Helpers for the backend contract tests (tests/store/qdrant): open an Index on either backend.
+
+Qdrant runs as qdrant-client's embedded local mode in a temporary folder: no Qdrant server
+can run in this environment, so the server itself is not exercised by these tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from guaipeca import Index
+from guaipeca.embed import HashingEmbedder
+from guaipeca.store.qdrant.backend import QdrantBackend
+
+BACKENDS = ("embedded", "qdrant")
+MakeIndex = Callable[..., Index]
+
+
+def open_index(backend: str, folder: Path, **kwargs: Any) -> Index:
+    kwargs.setdefault("embedder", HashingEmbedder(64))
+    if backend == "embedded":
+        return Index(folder / "embedded", **kwargs)
+    return Index(backend=QdrantBackend.open_local(folder / "qdrant"), **kwargs)
