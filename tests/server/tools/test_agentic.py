@@ -3,6 +3,7 @@ index; every result is checked against the library call on the same index."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -130,8 +131,8 @@ async def test_keyword_and_semantic_search_match_the_library(
 ) -> None:
     idx = service.index
     for tool, call in (
-        ("keyword_search", idx.keyword_search),
-        ("semantic_search", idx.semantic_search),
+        ("keyword_search", functools.partial(agentic.keyword_search, idx)),
+        ("semantic_search", functools.partial(agentic.semantic_search, idx)),
     ):
         out = data(await client.call_tool(tool, {"query": "NASA engineer", "top_k_after": 3}))
         expected = call("NASA engineer", top_k_after=3)
@@ -163,7 +164,7 @@ async def test_filtered_search_applies_entities_dates_and_reports_the_filter(
     assert out["filter"] == {
         "$and": [{"entity_keys": {"$contains": "nasa"}}, {"dates": {"$lte": "2020\uffff"}}]
     }
-    lib = service.index.filtered_search("engineer", entities=["nasa"], date_to="2020")
+    lib = agentic.filtered_search(service.index, "engineer", entities=["nasa"], date_to="2020")
     assert [h["chunk_id"] for h in out["hits"]] == [h.chunk_id for h in lib]
     bad = await client.call_tool("filtered_search", {"query": "x", "date_from": "3 May"})
     assert "date_from" in error(bad)
@@ -173,7 +174,7 @@ async def test_filtered_search_applies_entities_dates_and_reports_the_filter(
 async def test_read_chunk_returns_many_chunks_with_their_enrichment(
     client: Client, service: Service
 ) -> None:
-    hit = service.index.filtered_search("engineer", entities=["Maria Silva"])[0]
+    hit = agentic.filtered_search(service.index, "engineer", entities=["Maria Silva"])[0]
     out = data(await client.call_tool("read_chunk", {"chunk_ids": [hit.chunk_id, "docs:1"]}))
     assert [c["chunk_id"] for c in out["chunks"]] == [hit.chunk_id, "docs:1"]
     first = out["chunks"][0]
@@ -204,14 +205,14 @@ async def test_read_neighbors_returns_the_exact_span(client: Client, service: Se
 async def test_find_related_follows_an_entity_to_another_document(
     client: Client, service: Service
 ) -> None:
-    seed = service.index.filtered_search("engineer", entities=["Maria Silva"])[0]
+    seed = agentic.filtered_search(service.index, "engineer", entities=["Maria Silva"])[0]
     out = data(await client.call_tool("find_related", {"chunk_ids": seed.chunk_id}))
     assert "NASA" in out["entities"]
     docs = {h["doc_id"] for h in out["hits"]}
     assert "mission.md" in docs and seed.doc_id not in docs
     mission = next(h for h in out["hits"] if h["doc_id"] == "mission.md")
     assert "NASA" in mission["shared_entities"]
-    lib = service.index.find_related(seed.chunk_id)
+    lib = agentic.find_related(service.index, seed.chunk_id)
     assert [h["chunk_id"] for h in out["hits"]] == [r.hit.chunk_id for r in lib]
     # Excluded chunks stay out.
     again = data(
