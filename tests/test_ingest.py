@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from guaipeca import Index
-from guaipeca.ingest import ConversionCache, sync_folder
+from guaipeca.ingest import ConversionCache, FolderRecord, sync_folder
 from support import CountingEmbedder, shared_data
 
 
@@ -296,3 +296,39 @@ def test_our_own_data_folder_is_never_indexed(tmp_path: Path) -> None:
     index = Index(embedder=CountingEmbedder())
     report = sync_folder(index, tmp_path, skip=[tmp_path / "data", data])
     assert report.added == 1
+
+
+def test_a_file_that_fails_to_reconvert_says_its_old_version_is_still_served(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    good = shutil.copy(shared_data("docs", "word_tables.docx"), folder / "report.docx")
+    index = Index(embedder=CountingEmbedder())
+    assert sync_folder(index, folder).added == 1
+    before = index.get_document("report.docx").text
+    Path(good).write_bytes(b"PK\x03\x04 not a zip any more")
+    report = sync_folder(index, folder)
+    ((path, reason),) = report.failed
+    assert path.endswith("report.docx")
+    assert reason.endswith("; the version indexed earlier is still served"), reason
+    assert index.get_document("report.docx").text == before
+    # A file that never indexed has no earlier version to mention.
+    (folder / "new.docx").write_bytes(b"PK\x03\x04 broken")
+    failed = dict(sync_folder(index, folder).failed)
+    assert "still served" not in failed[str(folder / "new.docx")]
+
+
+def test_the_folder_record_remembers_each_corpus_folder(tmp_path: Path) -> None:
+    record = FolderRecord(tmp_path / "data")
+    assert record.get("default") is None
+    record.set("default", tmp_path / "a")
+    record.set("notes", tmp_path / "b")
+    assert FolderRecord(tmp_path / "data").read() == {
+        "default": str(tmp_path / "a"),
+        "notes": str(tmp_path / "b"),
+    }
+    record.forget("default")
+    assert record.read() == {"notes": str(tmp_path / "b")}
+    record.path.write_text("{broken", encoding="utf-8")
+    assert record.read() == {}  # unreadable: nothing remembered (a warning is logged)

@@ -26,10 +26,19 @@ from guaipeca.errors import ConversionError, InvalidArgumentError
 from guaipeca.index import Index
 from guaipeca.types import NewDocument
 
-__all__ = ["ConversionCache", "SyncReport", "sync_folder", "watch_folder"]
+__all__ = [
+    "KEPT_NOTE",
+    "ConversionCache",
+    "FolderRecord",
+    "SyncReport",
+    "sync_folder",
+    "watch_folder",
+]
 
 log = logging.getLogger("guaipeca")
 
+#: Added to a failure's reason when the file's earlier version is still in the index.
+KEPT_NOTE = "; the version indexed earlier is still served"
 # Bump when converter output changes, so cached conversions are redone.
 CONVERTER_VERSION = 1
 _ADD_BATCH_CHARS = 2_000_000
@@ -53,6 +62,46 @@ class SyncReport:
     @property
     def touched(self) -> bool:
         return bool(self.added or self.changed or self.removed)
+
+
+class FolderRecord:
+    """Which folder each corpus was last indexed from (``<data>/folders.json``), so that
+    indexing another folder into it is noticed instead of silently emptying it."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = Path(data_dir) / "folders.json"
+
+    def read(self) -> dict[str, str]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            log.warning("%s cannot be read (%s); folders are not remembered", self.path, exc)
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {str(k): str(v) for k, v in data.items() if isinstance(v, str)}
+
+    def get(self, corpus: str) -> str | None:
+        return self.read().get(corpus)
+
+    def _write(self, data: dict[str, str]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, self.path)  # whole or not at all
+
+    def set(self, corpus: str, folder: Path) -> None:
+        data = self.read()
+        if data.get(corpus) != str(folder):
+            self._write({**data, corpus: str(folder)})
+
+    def forget(self, corpus: str) -> None:
+        data = self.read()
+        if corpus in data:
+            del data[corpus]
+            self._write(data)
 
 
 class ConversionCache:
@@ -237,13 +286,15 @@ def sync_folder(
         ):
             report.unchanged += 1
             continue
+        # From here on a failure leaves an indexed earlier version in place: say so.
+        kept = KEPT_NOTE if state is not None else ""
         if st.st_size > max_bytes:
-            report.failed.append((str(path), _too_big(st.st_size, max_bytes)))
+            report.failed.append((str(path), _too_big(st.st_size, max_bytes) + kept))
             continue
         try:
             sha = _sha256(path)
         except OSError as exc:
-            report.failed.append((str(path), _reason(exc)))
+            report.failed.append((str(path), _reason(exc) + kept))
             continue
         candidates.append(_Candidate(path, rel, st.st_size, st.st_mtime_ns, sha))
 
@@ -296,7 +347,7 @@ def sync_folder(
     for c in candidates:
         result = converted[c.rel]
         if isinstance(result, str):
-            report.failed.append((str(c.path), result))
+            report.failed.append((str(c.path), result + (KEPT_NOTE if c.rel in known else "")))
             continue
         if c.rel in fresh:
             cache.put(c.sha256, result)
