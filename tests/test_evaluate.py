@@ -225,6 +225,18 @@ def test_load_beir_small_folder(tmp_path: Path) -> None:
     assert beir.qrels == {"1": {"alpaca": 1}, "2": {"tea": 2, "lava": 0}}
 
 
+def test_load_beir_limits_keep_the_judged_documents(tmp_path: Path) -> None:
+    folder = write_beir(tmp_path / "set")
+    quick = load_beir(folder, limit_queries=1, limit_docs=1)
+    assert list(quick.queries) == ["1"] and list(quick.corpus) == ["alpaca"]
+    two = load_beir(folder, limit_docs=2)  # both queries' judged documents stay: 3 of 3
+    assert list(two.corpus) == ["alpaca", "tea", "lava"]
+    assert list(load_beir(folder, limit_queries=1, limit_docs=2).corpus) == ["alpaca", "tea"]
+    for bad in (0, True):
+        with pytest.raises(InvalidArgumentError, match="limit_docs must be a positive integer"):
+            load_beir(folder, limit_docs=bad)
+
+
 def test_load_beir_reads_gzipped_corpus(tmp_path: Path) -> None:
     folder = write_beir(tmp_path / "set")
     raw = (folder / "corpus.jsonl").read_bytes()

@@ -62,10 +62,11 @@ METRICS = (f"nDCG@{NDCG_K}", f"Recall@{RECALL_K}", f"MRR@{MRR_K}")
 class BeirSet:
     """A BEIR data set, as loaded by :func:`load_beir`.
 
-    ``corpus`` maps doc ids to ``(title, text)`` in file order. ``queries`` maps the ids of
-    the queries to evaluate (those with at least one relevant judgment in the split, in qrels
-    order, at most ``limit_queries``) to their text; ``qrels`` holds those queries'
-    judgments ``{query_id: {doc_id: relevance}}``.
+    ``corpus`` maps doc ids to ``(title, text)`` in file order (with ``limit_docs``: the
+    documents judged for the chosen queries, then the others in file order, up to that
+    many). ``queries`` maps the ids of the queries to evaluate (those with at least one
+    relevant judgment in the split, in qrels order, at most ``limit_queries``) to their
+    text; ``qrels`` holds those queries' judgments ``{query_id: {doc_id: relevance}}``.
     """
 
     folder: Path
@@ -76,9 +77,15 @@ class BeirSet:
 
 
 def load_beir(
-    folder: str | Path, *, split: str = "test", limit_queries: int | None = None
+    folder: str | Path,
+    *,
+    split: str = "test",
+    limit_queries: int | None = None,
+    limit_docs: int | None = None,
 ) -> BeirSet:
-    """Read a BEIR folder.
+    """Read a BEIR folder; ``limit_queries`` and ``limit_docs`` make a quick, smaller run
+    (the judged documents of the chosen queries are always kept, so scores stay meaningful,
+    though higher than on the whole corpus).
 
     Raises:
         InvalidArgumentError: the folder or one of its files is missing (the message names
@@ -87,8 +94,9 @@ def load_beir(
     root = Path(folder).expanduser()
     if not root.is_dir():
         raise InvalidArgumentError(f"{root} is not a folder (expected a BEIR data set)")
-    if limit_queries is not None and (isinstance(limit_queries, bool) or limit_queries < 1):
-        raise InvalidArgumentError("limit_queries must be a positive integer")
+    for name, limit in (("limit_queries", limit_queries), ("limit_docs", limit_docs)):
+        if limit is not None and (isinstance(limit, bool) or limit < 1):
+            raise InvalidArgumentError(f"{name} must be a positive integer")
     qrels_path = root / "qrels" / f"{split}.tsv"
     if not qrels_path.is_file():
         found = sorted(p.stem for p in (root / "qrels").glob("*.tsv"))
@@ -129,6 +137,8 @@ def load_beir(
         if not isinstance(title, str):
             raise InvalidArgumentError(f"{where}: 'title' must be a string")
         corpus[doc_id] = (title, _field(row, "text", where, empty_ok=True))
+    if limit_docs is not None:
+        corpus = _fewer_docs(corpus, {d for q in wanted for d in all_qrels[q]}, limit_docs)
     return BeirSet(
         folder=root,
         split=split,
@@ -136,6 +146,18 @@ def load_beir(
         queries={q: texts[q] for q in wanted},
         qrels={q: all_qrels[q] for q in wanted},
     )
+
+
+def _fewer_docs(
+    corpus: dict[str, tuple[str, str]], judged: set[str], limit: int
+) -> dict[str, tuple[str, str]]:
+    """The judged documents, then others in file order, up to ``limit`` (file order kept)."""
+    keep = {d for d in corpus if d in judged}
+    for doc_id in corpus:
+        if len(keep) >= limit:
+            break
+        keep.add(doc_id)
+    return {d: v for d, v in corpus.items() if d in keep}
 
 
 def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
