@@ -61,6 +61,10 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("index", {"corpus": "handbook"}),
     ("search", {"query": "when does the backup run?", "top_k": 2}),
     ("keyword_search", {"query": "post-mortem", "top_k_after": 1}),
+    (
+        "keyword_and_semantic_search",
+        {"query": "who restores backups?", "top_k_before": 10, "top_k_after": 1},
+    ),
     ("semantic_search", {"query": "who tests restoring data?", "top_k_after": 1}),
     (
         "filtered_search",
@@ -84,6 +88,46 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("delete", {"corpus": "inbox", "doc_id": "visitors.md"}),
 ]
 _MAX_STR, _MAX_LIST = 140, 2
+
+# How the calls of the two seeds' documentation map onto these tools (each call works as
+# written: tests/server/tools/test_seed_calls.py makes every one through the MCP client).
+SEED_MAPPINGS = """\
+## Drop-in for agents written for the seeds
+
+Agents set up for the seed Guaipeca or for A-RAG-OG call the tools as those projects
+documented them; every such call works verbatim here (argument aliases and one thin tool),
+and `tests/server/tools/test_seed_calls.py` makes each of them through the official MCP
+client and checks the result is what the seed describes.
+
+**The seed Guaipeca**
+
+| call as documented | here |
+|---|---|
+| `search(query, top_k, corpora, hybrid=true, return_mode, section_mode, section_filter)` | `search`; `hybrid: true` is `mode: "hybrid"`, `false` is `mode: "dense"` (with a different `mode` as well: an error). `section_filter` takes a section id, a heading path prefix (`"Report > Financial Statements"`), or a heading right under any document title (`"Financial Statements"`) |
+| `get_chunk(chunk_id=…)` | `get_chunk`; `chunk_id` is one id, `chunk_ids` one or a list |
+| `get_document(corpus=…, source_path=…)` | `get_document`; `source_path` is the path relative to the corpus folder (as hits show it) or absolute inside it; or `doc_id` |
+| `list_documents()`, `list_documents(corpus=…)` | `list_documents`: every configured corpus, or one; each document with `source_path`, `filename`, `file_size` (bytes of the file now), `chunk_count`, `chars` and metadata (no indexing time is kept) |
+| `index(corpus="all", force=false)` | `index`; `"all"` (unless a corpus has that name) or no corpus: every configured one; `force: true` rebuilds |
+| `status()`, `list_folders()` | the same |
+| `upload(corpus, filename, content, index=true)` | `upload`; `content` is `content_base64`; `index` overrides `upload.auto_index` |
+| `delete(corpus, filename, index=true)` | `delete`; `filename` is `doc_id` (the path in the corpus folder); `index: false` removes only the file (the next `index` run drops the document) |
+| `get_toc(corpus=…)` | `get_toc` with a corpus only: its documents (up to 200) with the top two levels of their headings, under `documents` |
+| `get_toc(corpus=…, document=…)` | `get_toc`; `document` is a path as in `get_document`'s `source_path`; or `doc_id` |
+
+**A-RAG-OG**
+
+| call as documented | here |
+|---|---|
+| `keyword_and_semantic_search(query, top_k_before, top_k_after)` (its default) | `keyword_and_semantic_search`: hybrid (keywords and meaning fused), the same ranking as `search` in mode hybrid; `top_k_before` candidates reordered by the lexical reranker when `rerank` (default `search.rerank`), `top_k_after` kept |
+| `semantic_search(query, top_k_before, top_k_after)` | `semantic_search` (dense) |
+| `keyword_search(query, top_k_before, top_k_after)` | `keyword_search` (BM25) |
+| `filtered_search(query, keywords, entities, content_types, date_from, date_to)` | `filtered_search`, on the keywords, entities, dates and content types extracted from each chunk at indexing (`enrich.local`, no LLM) |
+| `find_related`, `read_chunk`, `read_neighbors` | the same names |
+
+A-RAG-OG's reranker is a cross-encoder served elsewhere; here it is a lexical reranker on
+the same CPU (query-term coverage and proximity), so rankings differ while the calls and
+the shape of the answer are the same.
+"""
 
 
 def _abridge(value: Any, key: str = "") -> Any:
@@ -199,6 +243,8 @@ def render(results: list[tuple[str, str, dict[str, Any], Any]]) -> str:
         f"real, abridged: strings cut at {_MAX_STR} characters, lists at {_MAX_LIST} items.",
         "The same calls work over HTTP: `POST /api/tools/{name}` with the arguments as the",
         "JSON body (the web page's API, same token) or `tools/call` on `/mcp`.",
+        "",
+        *SEED_MAPPINGS.splitlines(),
         "",
     ]
     for name, description, args, out in results:

@@ -1,6 +1,6 @@
 """Shared fixtures: a tmp GUAIPECA_HOME for every test, the real bundled model (loaded once,
-passages memoised so several indexes of the same texts embed them once), and the shared
-BEIR data read from ``../shared/data``."""
+passages memoised so several indexes of the same texts embed them once), and the test data
+kept in ``tests/data`` (documents and a SciFact sample)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-import os
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -33,21 +32,16 @@ from guaipeca.evaluate import (
     ranked,
     recall_at_k,
 )
-from support import SHARED_DATA
+from support import shared_data
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
-SCIFACT = SHARED_DATA / "beir" / "scifact"
 METRICS = {"nDCG@10": "ndcg_cut_10", "Recall@100": "recall_100", "MRR@10": "recip_rank"}
 
 
 def scifact() -> Path:
-    if not SCIFACT.is_dir():
-        message = f"shared data {SCIFACT} is missing"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return SCIFACT
+    """tests/data's SciFact sample (the full set is bench/'s)."""
+    return shared_data("beir", "scifact")
 
 
 # -- metrics against pytrec_eval -------------------------------------------------------
@@ -207,9 +201,9 @@ def write_beir(folder: Path, *, qrels: str | None = None) -> Path:
 
 def test_load_beir_reads_scifact() -> None:
     beir = load_beir(scifact())
-    assert len(beir.corpus) == 5183
-    assert len(beir.queries) == len(beir.qrels) == 300
-    assert sum(len(j) for j in beir.qrels.values()) == 339
+    assert len(beir.corpus) == 2605
+    assert len(beir.queries) == len(beir.qrels) == 20
+    assert sum(len(j) for j in beir.qrels.values()) == 22
     assert all(r == 1 for j in beir.qrels.values() for r in j.values())
     assert set(beir.queries) == set(beir.qrels)
     title, text = beir.corpus["4983"]

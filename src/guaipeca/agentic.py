@@ -35,6 +35,7 @@ __all__ = [
     "enrichment",
     "filtered_search",
     "find_related",
+    "keyword_and_semantic_search",
     "keyword_search",
     "read_chunks",
     "read_neighbors",
@@ -144,6 +145,28 @@ def keyword_search(
     return index.search(
         query,
         mode="keyword",
+        where=where,
+        corpora=corpora,
+        rerank=rerank,
+        **search_depth(index, top_k_before, top_k_after),
+    )
+
+
+def keyword_and_semantic_search(
+    index: Index,
+    query: str,
+    *,
+    top_k_before: int | None = None,
+    top_k_after: int | None = None,
+    where: Mapping[str, Any] | None = None,
+    corpora: Sequence[str] | None = None,
+    rerank: bool | None = None,
+) -> list[Hit]:
+    """Keywords and meaning fused (hybrid), as A-RAG-OG's default tool of this name.
+    ``rerank`` (default: ``search.rerank``) reorders the best ``top_k_before`` candidates."""
+    return index.search(
+        query,
+        mode="hybrid",
         where=where,
         corpora=corpora,
         rerank=rerank,

@@ -21,7 +21,7 @@ from guaipeca.convert import (
     convert_file,
 )
 from guaipeca.errors import ConversionError, GuaipecaError
-from support import SHARED_DATA
+from support import shared_data
 
 OFFICE = (".docx", ".pptx", ".xlsx")
 
@@ -409,12 +409,7 @@ def test_html_never_touches_the_network(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_pdf_dispatch_returns_pages(tmp_path: Path) -> None:
     pytest.importorskip("guaipeca.convert.pdf")
-    docs = SHARED_DATA / "docs"
-    source = docs / "word365_structure.pdf"
-    if not source.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"shared test document {source.name} is missing")
-        pytest.skip(f"shared test document {source.name} is missing")
+    source = shared_data("docs", "word365_structure.pdf")
     result = convert_file(source)
     assert result.format == "pdf"
     assert result.page_starts is not None and result.page_starts[0] == 0

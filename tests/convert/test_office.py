@@ -1,11 +1,10 @@
-"""Real DOCX, PPTX, XLSX and saved Wikipedia pages from ``shared/data/docs`` (see its
-SOURCES.md): what each must give, and that the chunker accepts every result."""
+"""Real DOCX, PPTX, XLSX and saved Wikipedia pages from ``tests/data/docs`` (see
+tests/data/README.md): what each must give, and that the chunker accepts every result."""
 
 from __future__ import annotations
 
 import datetime as dt
 import io
-import os
 import re
 import socket
 from collections.abc import Callable
@@ -19,9 +18,8 @@ import pytest
 from guaipeca.chunk import chunk_text
 from guaipeca.convert import Converted, convert_bytes, convert_file
 from guaipeca.errors import ConversionError
-from support import SHARED_DATA
+from support import shared_data
 
-DOCS = SHARED_DATA / "docs"
 MAX_SIZE = 1500
 
 
@@ -171,22 +169,11 @@ EXPECTED: dict[str, Expect] = {
 
 
 def _docs_dir() -> Path:
-    if not DOCS.is_dir():
-        message = f"shared test documents are missing: {DOCS}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return DOCS
+    return shared_data("docs")
 
 
 def _doc(name: str) -> Path:
-    path = _docs_dir() / name
-    if not path.exists():
-        message = f"shared test document {name} is missing"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+    return shared_data("docs", name)
 
 
 @pytest.fixture(autouse=True)

@@ -1,12 +1,11 @@
 """PDF → Markdown (``guaipeca.convert.pdf``) on the real test documents and on hostile input.
 
-The five PDFs come from ``shared/data/docs`` (see its SOURCES.md). Small PDFs for the edge
+The five PDFs come from ``tests/data/docs`` (see tests/data/README.md). Small PDFs for the edge
 cases are built here with PyMuPDF itself, so nothing is downloaded.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from functools import cache
@@ -16,11 +15,10 @@ import pytest
 from guaipeca.chunk import chunk_text
 from guaipeca.convert.pdf import PdfResult, convert_pdf
 from guaipeca.errors import ConversionError, InvalidArgumentError
-from support import SHARED_DATA
+from support import shared_data
 
 pymupdf = pytest.importorskip("pymupdf")
 
-DOCS = SHARED_DATA / "docs"
 
 FEDERAL = "federal-register-2020-17221.pdf"
 NICS = "nics-background-checks-2015-11.pdf"
@@ -53,12 +51,7 @@ REAL = {
 
 
 def _doc_bytes(name: str) -> bytes:
-    path = DOCS / name
-    if not path.is_file():
-        if os.environ.get("CI"):
-            pytest.fail(f"test document missing: {path}")
-        pytest.skip(f"test document missing: {path} (shared/data not present)")
-    return path.read_bytes()
+    return shared_data("docs", name).read_bytes()
 
 
 @cache

@@ -371,7 +371,7 @@ class Index:
             )
         validate_where(where)
         where = results.section_filter_where(where, section_filter)
-        names = list(corpora) if corpora else self.corpora
+        names = self.corpora if corpora is None else list(corpora)  # []: none
         stores = [self._corpus(n) for n in names]
         qvec = self.embedder.embed_query(query) if mode != "keyword" else None
         scored: list[Scored] = []

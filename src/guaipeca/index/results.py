@@ -218,7 +218,9 @@ def _widen_to_section(store: CorpusStore, hit: Hit) -> Hit:
 def section_filter_where(
     where: Mapping[str, Any] | None, section_filter: str | None
 ) -> Mapping[str, Any] | None:
-    """``where`` narrowed to one section id or to a heading path prefix ``"A > B"``.
+    """``where`` narrowed to one section id, to a heading path prefix ``"A > B"``, or to
+    the same headings right under any document title (``"Financial Statements"`` finds
+    ``Annual report > Financial Statements``, as the seed Guaipeca's filter did).
 
     Raises:
         InvalidArgumentError: an empty or non-string ``section_filter``.
@@ -233,8 +235,14 @@ def section_filter_where(
         parts = [p.strip() for p in section_filter.split(">") if p.strip()]
         # heading_path is stored as JSON text: a path prefix is a prefix of that text.
         prefix = json.dumps(parts, ensure_ascii=False)[:-1]
+        under_title = ", " + prefix[1:]  # the same parts after a first (title) element
         extra = {
-            "$or": [{"heading_path": prefix + "]"}, {"heading_path": {"$startswith": prefix + ","}}]
+            "$or": [
+                {"heading_path": prefix + "]"},
+                {"heading_path": {"$startswith": prefix + ","}},
+                {"heading_path": {"$contains": under_title + "]"}},
+                {"heading_path": {"$contains": under_title + ","}},
+            ]
         }
     return {"$and": [dict(where), extra]} if where else extra
 

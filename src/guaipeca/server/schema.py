@@ -80,6 +80,8 @@ class DocumentInfoOut(BaseModel):
     doc_id: str
     corpus: str
     source_path: str | None = Field(description="relative to the corpus folder")
+    filename: str = Field(description="the file's name (the last part of doc_id)")
+    file_size: int | None = Field(description="bytes of the source file now (null: no file)")
     chars: int
     chunk_count: int
     metadata: dict[str, Any]
@@ -101,12 +103,24 @@ class TocNode(BaseModel):
     children: list["TocNode"] = Field(default_factory=list)
 
 
-class TocOut(BaseModel):
+class DocumentTocOut(BaseModel):
     doc_id: str
+    source_path: str | None = Field(description="relative to the corpus folder")
+    structured: bool = Field(description="false when the document has no headings")
+    chunks: int
+    headings: list[TocNode] = Field(description="the top two levels of its headings")
+
+
+class TocOut(BaseModel):
+    doc_id: str | None = Field(description="the document (null: a corpus's listing)")
     corpus: str
     structured: bool = Field(description="false when the document has no headings")
     chunks: int
     headings: list[TocNode]
+    documents: list[DocumentTocOut] | None = Field(
+        None, description="asked for a corpus only: its documents with their top headings"
+    )
+    more_documents: bool = Field(False, description="the corpus holds more documents")
 
 
 class FileProblem(BaseModel):
@@ -142,6 +156,11 @@ class CorpusStatus(BaseModel):
     configured: bool = Field(description="listed in the server's configuration")
     indexed: bool = Field(description="present in the index")
     upload_allowed: bool
+    note: str | None = Field(
+        None,
+        description="why searches skip it: in the data folder but not in the configuration "
+        "(with the command that drops it)",
+    )
 
 
 class BrokenCorpus(BaseModel):

@@ -251,6 +251,37 @@ class Service:
                 return path.relative_to(root).as_posix()
         return path.name
 
+    def scope(self, corpora: list[str] | None) -> list[str] | None:
+        """The corpora a search or listing covers: those named, else the configured ones
+        that are indexed (a corpus left in the data folder but not in the config file is
+        not searched: ``status`` shows it with the command that drops it). Without a config
+        file, every corpus (None)."""
+        if corpora is not None or self.loaded.source is None:
+            return corpora
+        present = set(self.index.corpora)
+        return [name for name in self._corpora if name in present]
+
+    def document_id(self, path: str, corpus: str | None) -> tuple[str, str | None]:
+        """``(doc_id, corpus)`` of a document named by its path, as the seed Guaipeca named
+        documents: an absolute path inside a configured corpus folder, or a path relative
+        to it (the doc id itself).
+
+        Raises:
+            NotFoundError: an absolute path outside every configured corpus folder.
+        """
+        given = Path(path)
+        if not given.is_absolute():
+            return given.as_posix(), corpus
+        real = _real(given)
+        names = [corpus] if corpus is not None else list(self._roots)
+        for name in names:
+            root = self._roots.get(name)
+            for candidate in (given, real):
+                if root is not None and candidate.is_relative_to(root):
+                    return candidate.relative_to(root).as_posix(), name
+        where = f"corpus {corpus!r}'s folder" if corpus is not None else "any corpus folder"
+        raise NotFoundError(f"{path!r:.200} is not inside {where}")
+
     def _path_replacements(self) -> list[tuple[re.Pattern[str], str]]:
         pairs: dict[str, str] = {}
         for c in self.settings.corpora:
@@ -425,6 +456,12 @@ class Service:
                     configured=conf is not None,
                     indexed=st is not None,
                     upload_allowed=name in allowed,
+                    note=None
+                    if conf is not None or self.loaded.source is None
+                    else (
+                        f"not in the configuration, so not searched; drop it with "
+                        f"'guaipeca drop {name}'"
+                    ),
                 )
             )
         running = self.indexing
@@ -504,10 +541,11 @@ class Service:
         *,
         subfolder: str | None = None,
         overwrite: bool = False,
+        index: bool | None = None,
     ) -> UploadOut:
         """Save a file into a corpus folder that accepts uploads, then index it if
-        ``upload.auto_index``. Nothing is written unless every check passes and the file
-        converts.
+        ``index`` (None: ``upload.auto_index``). Nothing is written unless every check
+        passes and the file converts.
 
         Raises:
             InvalidArgumentError: corpus not in ``upload.allow``, a bad name, extension or
@@ -560,7 +598,7 @@ class Service:
         # Keep the conversion, so the indexing run below need not convert again.
         ConversionCache(self.loaded.data_dir / "converted").put(sha, converted)
         indexed = None
-        if up.auto_index:
+        if up.auto_index if index is None else index:
             try:
                 indexed = self.summary(self.reindex(corpus))
             except GuaipecaError as exc:
@@ -576,9 +614,10 @@ class Service:
             indexed=indexed,
         )
 
-    def delete(self, corpus: str, doc_id: str) -> DeleteOut:
-        """Remove a document from the index and, when it is a file inside the corpus
-        folder, the file from disk. Only corpora listed in ``upload.allow``.
+    def delete(self, corpus: str, doc_id: str, *, index: bool = True) -> DeleteOut:
+        """Remove a document from the index (unless ``index`` is false: then the next
+        indexing run drops it) and, when it is a file inside the corpus folder, the file
+        from disk. Only corpora listed in ``upload.allow``.
 
         Raises:
             InvalidArgumentError: the corpus does not accept deletes.
@@ -594,7 +633,7 @@ class Service:
                 _fsync_dir(path.parent)
                 deleted = True
                 log.info("delete: removed %s from corpus %s", doc_id, corpus)
-            removed = self.index.delete_document(doc_id, corpus=corpus)
+            removed = index and self.index.delete_document(doc_id, corpus=corpus)
         return DeleteOut(
             corpus=corpus, doc_id=doc_id, removed_from_index=removed, file_deleted=deleted
         )

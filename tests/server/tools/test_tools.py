@@ -45,6 +45,7 @@ TOOLS = {
             "top_k",
             "corpora",
             "mode",
+            "hybrid",
             "where",
             "return_mode",
             "section_mode",
@@ -53,31 +54,32 @@ TOOLS = {
         True,
         False,
     ),
-    "get_chunk": ({"chunk_ids"}, {"chunk_ids"}, True, False),
+    "get_chunk": (set(), {"chunk_ids", "chunk_id"}, True, False),
     "get_document": (
-        {"doc_id"},
-        {"doc_id", "corpus", "offset", "max_chars"},
+        set(),
+        {"doc_id", "source_path", "corpus", "offset", "max_chars"},
         True,
         False,
     ),
     "list_documents": (set(), {"corpus", "where", "limit", "offset"}, True, False),
-    "get_toc": ({"doc_id"}, {"doc_id", "corpus"}, True, False),
-    "index": (set(), {"corpus"}, False, False),
+    "get_toc": (set(), {"doc_id", "corpus", "document"}, True, False),
+    "index": (set(), {"corpus", "force"}, False, False),
     "status": (set(), set(), True, False),
     "list_folders": (set(), set(), True, False),
     "upload": (
-        {"corpus", "filename", "content_base64"},
-        {"corpus", "filename", "content_base64", "subfolder", "overwrite"},
+        {"corpus", "filename"},
+        {"corpus", "filename", "content_base64", "content", "subfolder", "overwrite", "index"},
         False,
         True,
     ),
-    "delete": ({"corpus", "doc_id"}, {"corpus", "doc_id"}, False, True),
+    "delete": ({"corpus"}, {"corpus", "doc_id", "filename", "index"}, False, True),
 }
 # The agentic tools (tests/server/tools/test_agentic.py checks them in detail).
 _SEARCH_ARGS = {"query", "top_k_after", "top_k_before", "rerank", "corpora", "where"}
 TOOLS.update(
     {
         "keyword_search": ({"query"}, _SEARCH_ARGS, True, False),
+        "keyword_and_semantic_search": ({"query"}, _SEARCH_ARGS, True, False),
         "semantic_search": ({"query"}, _SEARCH_ARGS, True, False),
         "filtered_search": (
             {"query"},
@@ -404,7 +406,8 @@ async def test_list_documents_pages_and_filters_like_the_library(
 @pytest.mark.anyio
 async def test_get_toc_is_the_library_tree(client: Client, service: Service) -> None:
     out = data(await client.call_tool("get_toc", {"doc_id": "guide.md"}))
-    assert out == json.loads(json.dumps(service.index.toc("guide.md")))
+    library = json.loads(json.dumps(service.index.toc("guide.md")))
+    assert out == {**library, "documents": None, "more_documents": False}
     (title,) = out["headings"]
     assert [c["title"] for c in title["children"]] == ["Install", "Usage", "Troubleshooting"]
     assert "no document 'nope.md'" in error(
@@ -430,6 +433,7 @@ async def test_status_reports_model_and_every_corpus(client: Client, service: Se
         "configured": True,
         "indexed": True,
         "upload_allowed": True,
+        "note": None,
     }
     assert corpora["archive"]["language"] == "portuguese"
     assert corpora["archive"]["upload_allowed"] is False
@@ -754,7 +758,7 @@ async def test_delete_never_touches_a_file_outside_the_corpus_folder(
     [
         ({"corpus": "archive", "doc_id": "report.md"}, "'archive' does not accept uploads or de"),
         ({"corpus": "docs", "doc_id": "nope.md"}, "no document 'nope.md' in corpus 'docs'"),
-        ({"corpus": "docs"}, "doc_id: is required"),
+        ({"corpus": "docs"}, "give doc_id (or filename)"),
     ],
 )
 async def test_delete_refuses_read_only_corpora_and_unknown_documents(

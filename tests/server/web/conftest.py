@@ -1,5 +1,5 @@
 """A live server for the web page's tests: two corpora (``docs``: real files from
-``../shared/data`` plus a Markdown guide; ``inbox``: accepts uploads), the real model,
+``tests/data`` plus a Markdown guide; ``inbox``: accepts uploads), the real model,
 a Bearer token, on 127.0.0.1 at an ephemeral port."""
 
 from __future__ import annotations

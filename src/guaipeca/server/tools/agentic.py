@@ -142,7 +142,11 @@ _Before = Annotated[
 ]
 _Corpora = Annotated[
     list[str] | None,
-    Field(min_length=1, max_length=100, description="Only these corpora; default: all."),
+    Field(
+        min_length=1,
+        max_length=100,
+        description="Only these corpora; default: every configured one.",
+    ),
 ]
 _Where = Annotated[dict[str, Any] | None, Field(description=WHERE_DOC)]
 _Rerank = Annotated[
@@ -199,12 +203,43 @@ def register_agent_tools(server: ToolServer, service: Service, gate: SearchGate)
                 top_k_after=top_k_after,
                 top_k_before=top_k_before,
                 rerank=rerank,
-                corpora=corpora,
+                corpora=service.scope(corpora),
                 where=where,
             )
         )
         return AgentSearchOut(
             query=query, mode="keyword", filter=where, count=len(hits), hits=hits_out(hits)
+        )
+
+    @tool("Keyword and semantic search", **READ_ONLY)
+    async def keyword_and_semantic_search(
+        query: _Query,
+        top_k_after: _After = default_k,
+        top_k_before: _Before = None,
+        rerank: _Rerank = None,
+        corpora: _Corpora = None,
+        where: _Where = None,
+    ) -> AgentSearchOut:
+        """Keywords and meaning fused (hybrid), with top_k_before/top_k_after: the same
+        ranking as search with mode hybrid, under A-RAG-OG's name for its default tool.
+        Returns hits like search.
+
+        Use keyword_search for exact names or codes, semantic_search for paraphrases.
+        """
+        hits = await searched(
+            functools.partial(
+                agentic.keyword_and_semantic_search,
+                idx,
+                query,
+                top_k_after=top_k_after,
+                top_k_before=top_k_before,
+                rerank=rerank,
+                corpora=service.scope(corpora),
+                where=where,
+            )
+        )
+        return AgentSearchOut(
+            query=query, mode="hybrid", filter=where, count=len(hits), hits=hits_out(hits)
         )
 
     @tool("Semantic search", **READ_ONLY)
@@ -229,7 +264,7 @@ def register_agent_tools(server: ToolServer, service: Service, gate: SearchGate)
                 top_k_after=top_k_after,
                 top_k_before=top_k_before,
                 rerank=rerank,
-                corpora=corpora,
+                corpora=service.scope(corpora),
                 where=where,
             )
         )
@@ -308,7 +343,7 @@ def register_agent_tools(server: ToolServer, service: Service, gate: SearchGate)
                 query,
                 mode=mode,
                 where=combined,
-                corpora=corpora,
+                corpora=service.scope(corpora),
                 **search_depth(idx, top_k_before, top_k_after),
                 rerank=rerank,
             )
@@ -403,7 +438,7 @@ def register_agent_tools(server: ToolServer, service: Service, gate: SearchGate)
                 query,
                 top_k_after=top_k_after,
                 top_k_before=top_k_before,
-                corpora=corpora,
+                corpora=service.scope(corpora),
                 exclude=exclude or (),
                 same_document=same_document,
             )

@@ -30,7 +30,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 
-from guaipeca.errors import GuaipecaError
+from guaipeca.errors import GuaipecaError, InvalidArgumentError
 from guaipeca.server.service import (
     Service,
 )
@@ -46,6 +46,7 @@ __all__ = [
     "describe_invalid_arguments",
     "guard",
     "in_thread",
+    "one_of",
     "registrar",
 ]
 
@@ -58,6 +59,7 @@ MAX_CHUNK_IDS = 100
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
+_V = TypeVar("_V")
 _F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
 
 
@@ -214,3 +216,17 @@ def registrar(server: ToolServer, service: Service) -> Registrar:
 
 async def in_thread(fn: Callable[[], _T]) -> _T:
     return await anyio.to_thread.run_sync(fn)
+
+
+def one_of(name: str, value: _V | None, alias: str, alias_value: _V | None) -> _V:
+    """The argument given under ``name`` or under its ``alias`` (exactly one of them).
+
+    Raises:
+        InvalidArgumentError: neither or both given.
+    """
+    if value is not None and alias_value is not None:
+        raise InvalidArgumentError(f"give {name} or {alias}, not both")
+    chosen = value if value is not None else alias_value
+    if chosen is None:
+        raise InvalidArgumentError(f"give {name} (or {alias})")
+    return chosen

@@ -21,6 +21,7 @@ from guaipeca.server.tools.common import (
     READ_ONLY,
     Registrar,
     in_thread,
+    one_of,
 )
 
 __all__ = [
@@ -44,8 +45,15 @@ def register_index(tool: Registrar, service: Service) -> None:
     async def index(
         corpus: Annotated[
             str | None,
-            Field(description="The configured corpus to re-index; default: every one."),
+            Field(
+                description="The configured corpus to re-index; default (or 'all', unless a "
+                "corpus has that name): every one."
+            ),
         ] = None,
+        force: Annotated[
+            bool,
+            Field(description="Rebuild: convert and embed every file again (slow)."),
+        ] = False,
     ) -> IndexOut:
         """Re-read configured corpus folders: new and changed files are converted and
         indexed, deleted files leave the index. Returns a summary per corpus (added,
@@ -54,14 +62,16 @@ def register_index(tool: Registrar, service: Service) -> None:
         Incremental and safe to repeat. Searches keep answering while it runs; a second
         write waits for the first (status shows a run in progress).
         """
-        names = [corpus] if corpus is not None else [c.name for c in service.settings.corpora]
+        configured = [c.name for c in service.settings.corpora]
+        every = corpus is None or (corpus == "all" and "all" not in configured)
+        names = configured if every else [str(corpus)]
         if not names:
             raise InvalidArgumentError("the server's configuration lists no corpora")
 
         def run() -> list[SyncReport]:
             for name in names:
                 service.corpus_root(name)  # every folder checked before any run starts
-            return [service.reindex(name) for name in names]
+            return [service.reindex(name, force=force) for name in names]
 
         reports = await in_thread(run)
         return IndexOut(corpora=[service.summary(r) for r in reports])
@@ -118,13 +128,13 @@ def register_upload(tool: Registrar, service: Service) -> None:
             ),
         ],
         content_base64: Annotated[
-            str,
+            str | None,
             Field(
                 min_length=1,
                 description="The file's bytes, base64-encoded (standard alphabet). At most "
                 f"{up.max_file_size} bytes once decoded.",
             ),
-        ],
+        ] = None,
         subfolder: Annotated[
             str | None,
             Field(
@@ -135,6 +145,14 @@ def register_upload(tool: Registrar, service: Service) -> None:
             ),
         ] = None,
         overwrite: Annotated[bool, Field(description="Replace a file of the same name.")] = False,
+        content: Annotated[
+            str | None,
+            Field(min_length=1, description="The seed Guaipeca's name for content_base64."),
+        ] = None,
+        index: Annotated[
+            bool | None,
+            Field(description=f"Index it now (default: upload.auto_index, {up.auto_index})."),
+        ] = None,
     ) -> UploadOut:
         """Save a document into a corpus folder and index it.
 
@@ -142,12 +160,16 @@ def register_upload(tool: Registrar, service: Service) -> None:
         upload.allowed_extensions, and files that convert to text (a broken PDF is
         refused and nothing is written). An existing file is kept unless overwrite is
         true. Returns the document id (its path in the corpus) and the indexing summary.
+        Give content_base64 (or content).
         """
+        encoded = one_of("content_base64", content_base64, "content", content)
         service.writable_corpus(corpus)  # before anything is decoded
 
         def save() -> UploadOut:
-            data = decode_base64(content_base64, up.max_file_size)
-            return service.upload(corpus, filename, data, subfolder=subfolder, overwrite=overwrite)
+            data = decode_base64(encoded, up.max_file_size)
+            return service.upload(
+                corpus, filename, data, subfolder=subfolder, overwrite=overwrite, index=index
+            )
 
         return await in_thread(save)
 
@@ -172,12 +194,29 @@ def register_delete(tool: Registrar, service: Service) -> None:
             ),
         ],
         doc_id: Annotated[
-            str,
+            str | None,
             Field(min_length=1, max_length=1024, description="The document id (doc_id)."),
-        ],
+        ] = None,
+        filename: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=1024,
+                description="The seed Guaipeca's name for doc_id (the file's path in the "
+                "corpus folder, e.g. 'report.pdf').",
+            ),
+        ] = None,
+        index: Annotated[
+            bool,
+            Field(
+                description="Remove it from the index now (false: only the file goes; the "
+                "document leaves the index at the next index run)."
+            ),
+        ] = True,
     ) -> DeleteOut:
         """Delete a document: its file is removed from the corpus folder (when it is a
         file inside that folder) and the document from the index. Cannot be undone.
 
-        Only in corpora that accept uploads."""
-        return await in_thread(functools.partial(service.delete, corpus, doc_id))
+        Only in corpora that accept uploads. Give doc_id (or filename)."""
+        name = one_of("doc_id", doc_id, "filename", filename)
+        return await in_thread(functools.partial(service.delete, corpus, name, index=index))

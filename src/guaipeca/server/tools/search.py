@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from guaipeca.errors import InvalidArgumentError
 from guaipeca.index import MAX_QUERY_CHARS
 from guaipeca.server.schema import (
     SearchOut,
@@ -19,8 +20,27 @@ from guaipeca.server.tools.common import (
     WHERE_DOC,
     Registrar,
 )
+from guaipeca.types import SearchMode
 
-__all__ = ["register_search"]
+__all__ = ["register_search", "resolve_mode"]
+
+
+def resolve_mode(mode: SearchMode, hybrid: bool | None, default: SearchMode) -> SearchMode:
+    """The search mode: ``mode``, or the seed Guaipeca's ``hybrid`` switch (true: hybrid,
+    false: dense) when given and ``mode`` is left at its ``default``.
+
+    Raises:
+        InvalidArgumentError: ``mode`` set to another mode than ``hybrid`` implies.
+    """
+    if hybrid is None:
+        return mode
+    implied: SearchMode = "hybrid" if hybrid else "dense"
+    if mode not in (default, implied):
+        raise InvalidArgumentError(
+            f"hybrid={str(hybrid).lower()} means mode {implied!r}, but mode is {mode!r}: "
+            "give one of them"
+        )
+    return implied
 
 
 def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None:
@@ -46,7 +66,8 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
             Field(
                 min_length=1,
                 max_length=100,
-                description="Search only these corpora (see list_folders); default: all.",
+                description="Search only these corpora (see list_folders); default: every "
+                "configured corpus.",
             ),
         ] = None,
         mode: Annotated[
@@ -56,6 +77,13 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
                 "keyword: exact terms, names, codes (BM25); dense: meaning, paraphrases."
             ),
         ] = s.mode,
+        hybrid: Annotated[
+            bool | None,
+            Field(
+                description="The seed Guaipeca's switch: true is mode hybrid, false is mode "
+                "dense. Give mode or hybrid, not both."
+            ),
+        ] = None,
         where: Annotated[dict[str, Any] | None, Field(description=WHERE_DOC)] = None,
         return_mode: Annotated[
             Literal["chunks", "documents", "auto"],
@@ -88,14 +116,15 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
         snippet with the query terms marked, and the passage text. Follow up with
         get_chunk, get_toc or get_document.
         """
+        chosen = resolve_mode(mode, hybrid, s.mode)
         hits = await gate.run(
             functools.partial(
                 idx.search,
                 query,
                 top_k=top_k,
-                mode=mode,
+                mode=chosen,
                 where=where,
-                corpora=corpora,
+                corpora=service.scope(corpora),
                 return_mode=return_mode,
                 section_mode=section_mode,
                 section_filter=section_filter,
@@ -103,7 +132,7 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
         )
         return SearchOut(
             query=query,
-            mode=mode,
+            mode=chosen,
             return_mode=return_mode,
             section_mode=section_mode,
             count=len(hits),

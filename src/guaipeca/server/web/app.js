@@ -398,6 +398,7 @@
         el("tbody", {}, ...rows)),
       s.indexing ? el("p", { class: "hint", text: "Indexing " + s.indexing.corpus + " for " + s.indexing.seconds.toFixed(0) + " s…" }) : null,
       ...s.broken.map((b) => el("p", { class: "message", text: b.name + ": " + b.reason })),
+      ...s.corpora.filter((c) => c.note).map((c) => el("p", { class: "hint", text: c.name + ": " + c.note })),
     ];
     $("status").replaceChildren(...parts.filter((part) => part != null));
   }
