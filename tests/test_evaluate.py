@@ -332,6 +332,10 @@ def test_eval_command_prints_the_three_metrics(
     assert data["nDCG@10"] == data["Recall@100"] == data["MRR@10"] == 1.0
     assert data["queries"] == 1 and data["documents"] == 3 and data["mode"] == "keyword"
     assert data["index_seconds"] >= 0 and data["query_p95_ms"] >= data["query_p50_ms"] > 0
+    # an ISO code names the language as well as the Snowball name does
+    code = main(["eval", str(folder), "--mode", "keyword", "--json", "--language", "pt-BR"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == EXIT_OK and data["language"] == "portuguese"
 
 
 def test_eval_command_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -343,3 +347,5 @@ def test_eval_command_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert main(["eval", str(folder), "--split", "dev"]) == EXIT_USER
     assert "dev.tsv is missing" in capsys.readouterr().err
     assert main(["eval", str(folder), "--mode", "fuzzy"]) == EXIT_USAGE
+    assert main(["eval", str(folder), "--language", "klingon"]) == EXIT_USAGE
+    assert "--language" in capsys.readouterr().err

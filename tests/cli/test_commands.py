@@ -226,7 +226,7 @@ def test_configured_corpora_are_indexed_with_their_weights_and_topics(
         f"corpora:\n"
         f"  - name: notes\n    path: {notes}\n    topic: Animal notes\n    weight: 2.0\n"
         f"    exclude: ['sub/*']\n"
-        f"  - name: leis\n    path: {other}\n    language: portuguese\n    extensions: [.md]\n",
+        f"  - name: leis\n    path: {other}\n    language: pt-BR\n    extensions: [.md]\n",
     )
     code, out, _ = run(capsys, "--config", str(config), "index")
     assert code == EXIT_OK and "notes: 1 added" in out and "leis: 1 added" in out

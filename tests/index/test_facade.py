@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from guaipeca import (
+    ConfigError,
     Index,
     InvalidArgumentError,
     InvalidFilterError,
@@ -318,6 +319,22 @@ def test_corpora_are_separate_with_weights_and_languages(
     assert {h.corpus for h in index.search("shared id") if h.score > 0} == {"pt"}
     with pytest.raises(NotFoundError):
         index.search("x", corpora=["nope"])
+
+
+def test_languages_are_given_by_iso_code_or_name(tmp_path: Path) -> None:
+    with Index(tmp_path / "idx", embedder=HashingEmbedder(32), language="pt") as index:
+        assert index.language == "portuguese"
+        index.add_documents({"lei": "As ações da empresa."})
+        index.create_corpus("br", language="pt-BR")
+        index.create_corpus("br", language="portuguese")  # the same language: no change
+        index.create_corpus("en", language="en")
+        assert index.store("default").language == index.store("br").language == "portuguese"
+        assert index.store("en").language == "english"
+        assert [h.doc_id for h in index.search("acao", mode="keyword")] == ["lei"]
+        with pytest.raises(ConfigError, match="unknown language 'klingon'"):
+            index.create_corpus("x", language="klingon")
+    with pytest.raises(ConfigError, match="pt-BR"):
+        Index(embedder=HashingEmbedder(32), language="xx")
 
 
 def test_reopening_with_another_model_is_refused(tmp_path: Path) -> None:

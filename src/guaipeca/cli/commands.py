@@ -27,6 +27,7 @@ from guaipeca import __version__
 from guaipeca.config import LoadedSettings, check_corpus_paths, config_path, load_settings
 from guaipeca.errors import GuaipecaError
 from guaipeca.store import parse_where_json
+from guaipeca.text.languages import language_name
 from guaipeca.types import SEARCH_MODES
 
 if TYPE_CHECKING:
@@ -775,7 +776,11 @@ def eval_(
     mode: Annotated[str, typer.Option(help="hybrid, dense or keyword.")] = "hybrid",
     split: Annotated[str, typer.Option(help="The qrels split: qrels/<split>.tsv.")] = "test",
     language: Annotated[
-        str, typer.Option(help="Stemming and stopword language of the corpus.")
+        str,
+        typer.Option(
+            help="Stemming and stopword language of the corpus: an ISO code (en, pt, pt-BR) "
+            "or a Snowball name (english, portuguese)."
+        ),
     ] = "english",
     limit_queries: Annotated[
         int | None, typer.Option("--limit-queries", min=1, help="Evaluate the first N queries.")
@@ -792,6 +797,10 @@ def eval_(
 
     if mode not in SEARCH_MODES:
         raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
+    try:
+        language = language_name(language)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--language") from None
     beir = load_beir(folder, split=split, limit_queries=limit_queries)
     loaded = _settings()
     source = str(loaded.source) if loaded.source else None

@@ -19,7 +19,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Final, Literal
 
-import Stemmer
 import yaml
 from pydantic import (
     AfterValidator,
@@ -35,6 +34,7 @@ from pydantic import (
 
 from guaipeca.config.messages import KeyProblems, format_problems, value_kind
 from guaipeca.errors import ConfigError
+from guaipeca.text.languages import language_name
 
 __all__ = [
     "ENV_OVERRIDES",
@@ -95,11 +95,8 @@ _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 
 # -- shared validation helpers ---------------------------------------------------------
 def _check_language(value: str) -> str:
-    language = value.strip().lower()
-    valid = sorted(Stemmer.algorithms())
-    if language not in valid:
-        raise ValueError(f"unknown language {value.strip()[:40]!r} (valid: {', '.join(valid)})")
-    return language
+    # An ISO code (pt, pt-BR) or a Snowball name; the Snowball name is what is kept.
+    return language_name(value)
 
 
 def _check_extensions(values: list[str]) -> list[str]:
@@ -307,7 +304,9 @@ class SearchSettings(_Frozen):
 
 
 class EngineSettings(_Frozen):
-    language: str = Field("english", description="stemming and stopword language")
+    language: str = Field(
+        "english", description="stemming and stopwords: an ISO code (pt, pt-BR) or a Snowball name"
+    )
     chunking: ChunkingSettings = ChunkingSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     search: SearchSettings = SearchSettings()
@@ -329,7 +328,9 @@ class CorpusSettings(_Frozen):
     extensions: list[str] = Field(
         default_factory=lambda: list(SUPPORTED_EXTENSIONS), description="file types to index"
     )
-    language: str = Field("english", description="stemming and stopwords, e.g. portuguese")
+    language: str = Field(
+        "english", description="stemming and stopwords: an ISO code (pt, pt-BR) or a Snowball name"
+    )
     exclude: list[str] = Field(
         default_factory=list, description="globs relative to path to skip, e.g. 'drafts/**'"
     )

@@ -36,6 +36,7 @@ from guaipeca.search.fusion import weighted_rrf
 from guaipeca.store import validate_where
 from guaipeca.store.contract import Backend, CorpusStore, valid_corpus_name
 from guaipeca.store.embedded.corpus import Corpus
+from guaipeca.text.languages import language_name
 from guaipeca.types import (
     RETURN_MODES,
     SEARCH_MODES,
@@ -68,7 +69,8 @@ class Index:
         path: a folder to keep the index in (created if missing), or None for memory only.
         embedder: any :class:`~guaipeca.embed.Embedder`; default: the bundled MiniLM int8.
         settings: chunking, embedding and search settings (:class:`EngineSettings`).
-        language: language of new corpora (Snowball name, e.g. "english", "portuguese").
+        language: language of new corpora: a Snowball name ("english", "portuguese") or an
+            ISO 639-1 code ("en", "pt", "pt-BR").
     """
 
     def __init__(
@@ -81,7 +83,7 @@ class Index:
         backend: Backend | None = None,
     ) -> None:
         self.settings = settings or EngineSettings()
-        self.language = language or self.settings.language
+        self.language = _language(language) if language else self.settings.language
         self.path = Path(path).expanduser() if path is not None else None
         base = embedder if embedder is not None else self._default_embedder()
         emb = self.settings.embedding
@@ -147,6 +149,7 @@ class Index:
     ) -> None:
         """Open or create a corpus; ``weight`` multiplies its scores when corpora merge."""
         valid_corpus_name(name)
+        language = _language(language) if language is not None else None
         with self._lock:
             if name in self._broken:
                 raise self._broken[name]
@@ -573,6 +576,15 @@ def _check_query(query: str, top_k: int, mode: str, depth: int, k: float) -> Non
         raise InvalidArgumentError("candidates must be from 1 to 10000")
     if not k > 0:
         raise InvalidArgumentError("rrf_k must be positive")
+
+
+def _language(value: str) -> str:
+    """The Snowball name of a language given by name or ISO code (the one home of the
+    mapping is text/languages.py)."""
+    try:
+        return language_name(value)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _parse_chunk_id(chunk_id: str) -> tuple[str, int]:

@@ -41,7 +41,7 @@ from typing import Any, Final
 import Stemmer
 
 from guaipeca.errors import ConfigError, InvalidArgumentError
-from guaipeca.text.languages import snowball_languages
+from guaipeca.text.languages import language_name
 from guaipeca.text.normalize import strip_diacritics
 from guaipeca.text.stopwords import stopwords
 
@@ -99,16 +99,17 @@ class Analyzer:
     Thread-safe: PyStemmer objects are not, so each thread gets its own stemmer; the word
     cache is shared.
 
+    ``language`` is a Snowball name or an ISO 639-1 code (``pt``, ``pt-BR``).
+
     Raises:
-        ConfigError: ``language`` is not a Snowball language known to PyStemmer.
+        ConfigError: ``language`` names no language with a Snowball stemmer.
     """
 
     def __init__(self, language: str = "english") -> None:
-        valid = snowball_languages()
-        if not isinstance(language, str) or language not in valid:
-            raise ConfigError(
-                f"unknown analyzer language {language!r}; valid languages: {', '.join(valid)}"
-            )
+        try:
+            language = language_name(language)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         self._language = language
         self._stopwords = stopwords(language)
         self._fold = _PRE_STEM_FOLDS.get(language)
