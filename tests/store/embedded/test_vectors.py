@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -93,3 +94,48 @@ def test_damaged_rows_finds_exactly_the_rows_that_are_not_unit_vectors(
             want_bad.add(s)
     assert set(bad.tolist()) == want_bad
     assert set(zero.tolist()) == want_zero
+
+
+# -- reading a large file without it staying resident ------------------------------------------
+def _mapped_kb(path: Path) -> int:
+    """Resident kB of this process's mappings of ``path`` (from /proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if re.match(r"[0-9a-f]+-[0-9a-f]+ ", line):  # a mapping's header line
+            inside = line.rstrip().endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+def test_large_files_are_read_without_mapping_them(tmp_path: Path) -> None:
+    from guaipeca.store.embedded.binary import pack_signs
+    from guaipeca.store.embedded.vectors import PASS_ROWS, scores
+
+    dim, n = 64, 3 * PASS_ROWS + 17  # 12.6 MB, several blocks and a ragged last one
+    rows = _vecs(n, dim)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    path = tmp_path / "v.f32"
+    write_vector_file(path, rows)
+    # A 1 MB threshold makes this small file "large", as 1.5 GB is at 1M chunks.
+    large = FileVectors(path, dim, keep_mapped_bytes=1 << 20)
+    small = FileVectors(path, dim)
+    memory = MemoryVectors(dim, keep_mapped_bytes=1 << 20)
+    memory.write(np.arange(n, dtype=np.int64), rows)
+    query = rows[5]
+    slots = np.sort(np.random.default_rng(1).choice(n, 3000, replace=False))
+
+    exact = scores(large, query, n)
+    np.testing.assert_allclose(exact, rows @ query, atol=1e-6)
+    # Disk and memory take the same path, so the same arithmetic: identical, not close.
+    assert np.array_equal(exact, scores(memory, query, n))
+    assert np.array_equal(scores(large, query, n, slots), scores(memory, query, n, slots))
+    assert np.array_equal(large.gather(slots), rows[slots])
+    bad, zero = damaged_rows(large.rows(), np.arange(n, dtype=np.int64), source=large)
+    assert len(bad) == len(zero) == 0
+    assert np.array_equal(pack_signs(large.rows()[:n], large.blocks(n)), pack_signs(rows))
+    # None of it went through the mapping of the "large" file...
+    assert _mapped_kb(path) == 0
+    # ...while reading the same rows through a mapping does map them (the check can fail).
+    np.asarray(small.rows()[slots])
+    assert _mapped_kb(path) > 1000

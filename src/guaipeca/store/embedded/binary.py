@@ -9,6 +9,8 @@ same whatever the partition algorithm does, in memory and on disk. One bit per d
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import numpy.typing as npt
 
@@ -30,13 +32,23 @@ _BLOCK = 65_536  # rows packed at a time, to bound the temporary boolean array
 Signs = npt.NDArray[np.uint8]
 
 
-def pack_signs(rows: npt.NDArray[np.float32]) -> Signs:
-    """One bit per dimension (1 where the value is > 0), padded to whole 8-byte words."""
+def pack_signs(
+    rows: npt.NDArray[np.float32],
+    blocks: Iterable[tuple[int, npt.NDArray[np.float32]]] | None = None,
+) -> Signs:
+    """One bit per dimension (1 where the value is > 0), padded to whole 8-byte words.
+
+    ``blocks`` (``(start, rows)`` pairs covering ``rows`` in order, e.g. FileVectors.blocks)
+    replaces reading ``rows`` directly: packing a large vector file then leaves none of it
+    resident.
+    """
     n, dim = rows.shape
     width = -(-dim // 64) * 8
     out = np.zeros((n, width), dtype=np.uint8)
-    for start in range(0, n, _BLOCK):
-        packed = np.packbits(rows[start : start + _BLOCK] > 0, axis=1)
+    if blocks is None:
+        blocks = ((i, rows[i : i + _BLOCK]) for i in range(0, n, _BLOCK))
+    for start, block in blocks:
+        packed = np.packbits(block > 0, axis=1)
         out[start : start + len(packed), : packed.shape[1]] = packed
     return out
 

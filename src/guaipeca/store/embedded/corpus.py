@@ -39,12 +39,14 @@ from guaipeca.store.embedded.lock import WriteLock
 from guaipeca.store.embedded.vectors import (
     FileVectors,
     MemoryVectors,
+    VectorSlots,
     backup_rows,
     damaged_rows,
     read_backup,
     write_backup,
     write_vector_file,
 )
+from guaipeca.store.embedded.vectors import scores as vector_scores
 from guaipeca.types import ChunkSpan, CorpusStats
 
 __all__ = ["BACKUP_NAME", "Corpus", "count_damaged"]
@@ -172,19 +174,21 @@ class Corpus:
             except IndexCorruptError as exc:
                 problem = str(exc)
             else:
-                problem = self._damage(vectors.rows(), slots, high_water)
+                # Read block by block: nothing of the file stays resident after the check.
+                problem = self._damage(vectors.rows(), slots, high_water, vectors)
                 if problem is None:
-                    vectors.release()  # the check read every row; searches need few
                     return vectors, (generation, slot_to_pk, high_water)
                 vectors.close()
         # Restoring changes the generation: the first snapshot reads afresh.
         return self._restore_vectors(path, self.catalog.live_hashes(), high_water, problem), None
 
-    def _damage(self, rows: F32, slots: npt.NDArray[np.int64], high_water: int) -> str | None:
+    def _damage(
+        self, rows: F32, slots: npt.NDArray[np.int64], high_water: int, source: FileVectors
+    ) -> str | None:
         """Why these rows cannot serve the catalog's chunks, or None when they can."""
         if high_water > len(rows):
             return f"vector file holds {len(rows)} rows, the catalog needs {high_water}"
-        bad = count_damaged(rows, slots, self.catalog, self._reembed, strict=False)
+        bad = count_damaged(rows, slots, self.catalog, self._reembed, strict=False, source=source)
         if bad:
             return f"{bad} of {len(slots)} vectors are damaged"
         return None
@@ -282,7 +286,11 @@ class Corpus:
             live = self.catalog.live_hashes()
             slots = np.asarray([s for s, _ in live], dtype=np.int64)
             write_backup(
-                self.folder / BACKUP_NAME, [h for _, h in live], self._vectors.rows(), slots
+                self.folder / BACKUP_NAME,
+                [h for _, h in live],
+                self._vectors.rows(),
+                slots,
+                release=self._vectors.release,
             )
             self.catalog.set_meta({"vectors_since_backup": "0"})
 
@@ -640,18 +648,19 @@ class Corpus:
                 if count == 0:
                     return []
                 slots = prefilter(self._signs(snap, rows), query, snap.live, candidate_count(n))
-                scores = rows[slots] @ query
+                scores = self._vectors.gather(slots) @ query
                 return _top(snap.slot_to_pk[slots], np.asarray(scores, dtype=np.float64), n)
         if where:
             pks, slots = self.catalog.filtered_slots(where, corpus=self.name)
             if len(pks) == 0:
                 return []
-            scores = rows[slots] @ query
+            scores = vector_scores(self._vectors, query, high_water, np.asarray(slots))
         else:
             live = snap.live
             if snap.live_count == 0:
                 return []
-            scores = rows[:high_water] @ query
+            # Block by block, released as it goes when the file is large (store/vectors.py).
+            scores = vector_scores(self._vectors, query, high_water)
             pks = snap.slot_to_pk
             scores = np.where(live, scores, -np.inf)
         return _top(pks, np.asarray(scores, dtype=np.float64), n)
@@ -661,8 +670,8 @@ class Corpus:
         high_water = len(snap.slot_to_pk)
         if snap.signs is not None and len(snap.signs) >= high_water:
             return snap.signs
-        signs = pack_signs(rows[:high_water])
-        self._vectors.release()  # packing read every row; the prefilter needs few
+        # Read block by block: the prefilter needs few rows, none should stay resident.
+        signs = pack_signs(rows[:high_water], self._vectors.blocks(high_water))
         with self._snap_lock:
             if self._snap is snap:
                 self._snap = dataclasses.replace(snap, signs=signs)
@@ -773,6 +782,7 @@ def count_damaged(
     reembed: Reembed | None,
     *,
     strict: bool,
+    source: VectorSlots | None = None,
 ) -> int:
     """How many of the vectors at ``slots`` are damaged (not unit vectors).
 
@@ -781,7 +791,7 @@ def count_damaged(
     rebuild to its stored hash), ``strict`` counts the row as damage (``guaipeca check``) and
     lenient mode trusts it (opening an index, which must not refuse what it cannot judge).
     """
-    bad, zero = damaged_rows(rows, slots)
+    bad, zero = damaged_rows(rows, slots, source=source)
     if not len(zero):
         return len(bad)
     if reembed is None:
