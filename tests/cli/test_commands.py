@@ -305,6 +305,9 @@ def test_watch_reindexes_a_new_file_and_stops_on_sigterm(tmp_path: Path, notes: 
         assert found
         watcher.send_signal(signal.SIGTERM)
         assert watcher.wait(timeout=60) == 0
+        assert watcher.stderr is not None
+        said = watcher.stderr.read()
+        assert said.startswith(f"watching default ({notes.resolve()}): indexing now, then"), said
     finally:
         watcher.kill()
         watcher.wait()

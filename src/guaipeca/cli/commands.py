@@ -22,19 +22,37 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from typer.core import TyperOption
 
 from guaipeca import __version__
-from guaipeca.config import LoadedSettings, check_corpus_paths, config_path, load_settings
+from guaipeca.config import (
+    DEFAULT_CORPUS,
+    LoadedSettings,
+    check_corpus_paths,
+    config_path,
+    load_settings,
+)
 from guaipeca.errors import GuaipecaError
 from guaipeca.store import parse_where_json
 from guaipeca.text.languages import language_name
 from guaipeca.types import SEARCH_MODES
 
 if TYPE_CHECKING:
+    from guaipeca.cli.corpora import Target
     from guaipeca.index import Index
     from guaipeca.ingest import SyncReport
 
 EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+def _flag_type(self: TyperOption, ctx: Any) -> str | None:
+    return None if self.is_flag else _option_type(self, ctx)
+
+
+# Typer's help shows a type tag beside every option, "<bool>" on flags too, where it says
+# nothing (a flag takes no value): flags show none.
+_option_type = TyperOption.display_type_rich
+TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
 
 app = typer.Typer(
     help="Guaipeca: exact, citable hybrid search over your own documents, on one CPU.",
@@ -138,52 +156,85 @@ def init(
 @app.command()
 def index(
     corpora: Annotated[
-        list[str] | None, typer.Argument(help="Corpora to index (default: all configured).")
+        list[str] | None,
+        typer.Argument(help="The corpora to index. Without one, every configured corpus."),
     ] = None,
     path: Annotated[
         Path | None,
-        typer.Option("--path", help="Index this folder as the corpus named (default: 'default')."),
+        typer.Option(
+            "--path",
+            help="Index this folder, without a config file. It goes into the corpus named "
+            "as the argument, or into 'default'; when 'default' already holds another "
+            "folder, into a corpus named after this folder.",
+        ),
     ] = None,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Index the folder into the corpus even though the corpus was indexed from "
+            "another folder. Its documents from there are removed.",
+        ),
+    ] = False,
     force: Annotated[
-        bool, typer.Option("--force", help="Rebuild: convert and embed everything again.")
+        bool,
+        typer.Option("--force", help="Rebuild the corpus: convert and embed every file again."),
     ] = False,
     workers: Annotated[
-        int, typer.Option("--workers", min=1, max=64, help="Processes converting files.")
+        int,
+        typer.Option("--workers", min=1, max=64, help="The number of processes converting files."),
     ] = 1,
     watch: Annotated[
-        bool, typer.Option("--watch", help="Keep running and re-index when files change.")
+        bool,
+        typer.Option("--watch", help="Keep running, and index again whenever files change."),
     ] = False,
     interval: Annotated[
-        float, typer.Option("--interval", min=0.2, help="Seconds between --watch scans.")
+        float, typer.Option("--interval", min=0.2, help="The seconds between two --watch scans.")
     ] = 2.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the summary as JSON, for scripts.")
+    ] = False,
 ) -> None:
-    """Index corpora: new and changed files are added, removed files leave the index."""
+    """Index corpora: new and changed files are added, and removed files leave the index."""
+    from guaipeca.cli.corpora import remember, settle_folders
     from guaipeca.ingest import sync_folder
 
     loaded = _settings()
     targets = _targets(loaded, corpora, path)
     idx = _open_index(loaded)
+    try:
+        targets = settle_folders(loaded, idx, targets, replace=replace, err=err)
+    except BaseException:
+        idx.close()
+        raise
     stop = threading.Event()
     if watch:
         # SIGTERM (systemd, docker stop) ends the watch between scans, cleanly.
         signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    if watch:  # to stderr: --json output on stdout stays clean
+        folders = ", ".join(f"{t.name} ({t.folder})" for t in targets)
+        err.print(
+            f"watching {folders}: indexing now, then every {interval:g} s when files change; "
+            "Ctrl-C stops",
+            markup=False,
+        )
     try:
         while True:
             reports = []
-            for name, folder, options in targets:
-                with _progress(name, quiet=as_json) as update:
+            for target in targets:
+                with _progress(target.name, quiet=as_json) as update:
                     report = sync_folder(
                         idx,
-                        folder,
-                        corpus=name,
+                        target.folder,
+                        corpus=target.name,
                         cache_dir=loaded.data_dir / "converted",
                         skip=[loaded.data_dir],
                         force=force,
                         workers=workers,
                         progress=update,
-                        **options,
+                        **target.options,
                     )
+                remember(loaded, target)
                 reports.append(report)
                 if as_json or not watch or report.touched or report.failed:
                     _print_report(report, idx, as_json)
@@ -200,17 +251,18 @@ def index(
         raise typer.Exit(EXIT_USER)
 
 
-def _targets(
-    loaded: LoadedSettings, names: list[str] | None, path: Path | None
-) -> list[tuple[str, Path, dict[str, Any]]]:
+def _targets(loaded: LoadedSettings, names: list[str] | None, path: Path | None) -> list[Target]:
+    from guaipeca.cli.corpora import Target
+
     s = loaded.settings
     if path is not None:
         if names and len(names) > 1:
             raise GuaipecaError("--path indexes one corpus; name at most one")
-        name = names[0] if names else "default"
+        name = names[0] if names else DEFAULT_CORPUS
         configured = {c.name: c for c in s.corpora}
         language = configured[name].language if name in configured else None
-        return [(name, _check_folder(path), {"language": language})]
+        options = {"language": language}
+        return [Target(name, _check_folder(path), options, from_config=False, implicit=not names)]
     check_corpus_paths(loaded)
     known = {c.name: c for c in s.corpora}
     unknown = [n for n in names or [] if n not in known]
@@ -220,11 +272,15 @@ def _targets(
     chosen = [known[n] for n in names] if names else list(s.corpora)
     if not chosen:
         raise GuaipecaError("the config has no corpora; add one under 'corpora:'")
+    # Without a config file the one corpus is 'default' in the current folder.
+    implicit = loaded.source is None and not names
     return [
-        (
+        Target(
             c.name,
             _check_folder(c.path),
             {"language": c.language, "extensions": c.extensions, "exclude": c.exclude},
+            from_config=loaded.source is not None,
+            implicit=implicit and c.name == DEFAULT_CORPUS,
         )
         for c in chosen
     ]
@@ -297,7 +353,7 @@ def _print_report(report: SyncReport, idx: Index, as_json: bool) -> None:
     out.print(
         f"{report.corpus}: {report.added} added, {report.changed} changed, {report.unchanged} "
         f"unchanged, {report.removed} removed, {len(report.failed)} failed; "
-        f"{report.chunks_embedded} chunks embedded; {_count(chunks, 'chunk')} in "
+        f"{_count(report.chunks_embedded, 'chunk')} embedded; {_count(chunks, 'chunk')} in "
         f"{_count(documents, 'document')} ({report.seconds:.1f} s)",
         markup=False,
     )
@@ -336,6 +392,8 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="Print hits as JSON.")] = False,
 ) -> None:
     """Search the index and print ranked hits with source, page, heading path and span."""
+    from guaipeca.cli.corpora import search_scope
+
     if mode not in SEARCH_MODES:
         raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
     filters = parse_where_json(where) if where else None
@@ -349,12 +407,18 @@ def search(
             raise GuaipecaError(
                 f"nothing is indexed yet in {loaded.data_dir}; run 'guaipeca index' first"
             )
+        scope = corpus or search_scope(loaded, idx)
+        if scope == []:
+            names = ", ".join(c.name for c in loaded.settings.corpora)
+            raise GuaipecaError(
+                f"no corpus of {loaded.source} ({names}) is indexed yet; run 'guaipeca index'"
+            )
         hits = idx.search(
             query,
             top_k=top_k,
             mode=mode,
             where=filters,
-            corpora=corpus,
+            corpora=scope,
             rerank=rerank,
             top_k_before=top_k_before,
             section_mode=section_mode,
@@ -393,11 +457,16 @@ def status(
         broken = idx.broken_corpora
     finally:
         idx.close()
+    from guaipeca.cli.corpora import drop_note
+
     topics = {c.name: (c.topic, str(c.path)) for c in loaded.settings.corpora}
     corpora: list[dict[str, Any]] = []
     for stats in s.corpora:
         entry = dataclasses.asdict(stats)
         entry["topic"], entry["folder"] = topics.get(stats.name, ("", None))
+        entry["configured"] = stats.name in topics
+        unlisted = loaded.source is not None and not entry["configured"]
+        entry["note"] = drop_note(stats.name) if unlisted else None
         corpora.append(entry)
     data = {
         "version": __version__,
@@ -419,15 +488,50 @@ def status(
     for e in corpora:
         size = (e["vector_bytes"] + e["catalog_bytes"] + e["lexical_bytes"]) / 1e6
         topic = f" — {e['topic']}" if e["topic"] else ""
+        note = f"; {e['note']}" if e["note"] else ""
         out.print(
-            f"  {e['name']}{topic}: {e['documents']} documents, {e['chunks']} chunks, "
-            f"{e['language']}, {size:.1f} MB",
+            f"  {e['name']}{topic}: {_count(e['documents'], 'document')}, "
+            f"{_count(e['chunks'], 'chunk')}, {e['language']}, {size:.1f} MB{note}",
             markup=False,
         )
     for name, reason in broken.items():
         out.print(f"  {name}: cannot be used: {reason}", markup=False)
     if not corpora and not broken:
         out.print("  nothing indexed yet: run 'guaipeca index'")
+
+
+@app.command()
+def corpora(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+) -> None:
+    """List every corpus: those in the configuration and those in the data folder, with
+    their folders and sizes. A corpus that is not in the configuration is not searched."""
+    from guaipeca.cli.corpora import run_corpora
+
+    loaded = _settings()
+    idx = _open_index(loaded)
+    try:
+        run_corpora(loaded, idx, as_json=as_json, out=out)
+    finally:
+        idx.close()
+
+
+@app.command()
+def drop(
+    corpus: Annotated[str, typer.Argument(help="The corpus to delete from the index.")],
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Do not ask for a confirmation first.")
+    ] = False,
+) -> None:
+    """Delete a corpus from the index, after asking. Its source files are not touched."""
+    from guaipeca.cli.corpora import run_drop
+
+    loaded = _settings()
+    idx = _open_index(loaded)
+    try:
+        run_drop(loaded, idx, corpus, yes=yes, out=out, err=err)
+    finally:
+        idx.close()
 
 
 @app.command()
@@ -754,7 +858,7 @@ def check(
         out.print(json.dumps(data, ensure_ascii=False), markup=False)
     else:
         for c in checked:
-            head = f"{c.name}: {c.documents} documents, {c.chunks} chunks"
+            head = f"{c.name}: {_count(c.documents, 'document')}, {_count(c.chunks, 'chunk')}"
             out.print(f"{head}: ok" if c.ok else f"{head}: PROBLEMS", markup=False)
             for problem in c.problems:
                 out.print(f"  - {problem}", markup=False)

@@ -121,7 +121,8 @@ def run_migrate(
                 )
             seconds = time.perf_counter() - started
             out.print(
-                f"{name}: {report.documents} documents ({report.chunks} chunks) copied to {to}"
+                f"{name}: {report.documents} document{'' if report.documents == 1 else 's'} "
+                f"({report.chunks} chunk{'' if report.chunks == 1 else 's'}) copied to {to}"
                 f", {report.skipped} already copied ({seconds:.1f} s)",
                 markup=False,
             )

@@ -4,6 +4,7 @@
 Everything else in the package imports its settings from here."""
 
 from guaipeca.config.settings import (
+    DEFAULT_CORPUS,
     ENV_OVERRIDES,
     SUPPORTED_EXTENSIONS,
     ChunkingSettings,
@@ -29,6 +30,7 @@ from guaipeca.config.settings import (
 from guaipeca.config.template import render_default_config
 
 __all__ = [
+    "DEFAULT_CORPUS",
     "ENV_OVERRIDES",
     "SUPPORTED_EXTENSIONS",
     "ChunkingSettings",

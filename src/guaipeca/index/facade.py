@@ -33,7 +33,7 @@ from guaipeca.index.heap import trim_c_heap
 from guaipeca.index.results import Scored
 from guaipeca.index.write import DocumentWriter, as_new_documents, check_metadata
 from guaipeca.search.fusion import weighted_rrf
-from guaipeca.store import validate_where
+from guaipeca.store import normalise_where, validate_where
 from guaipeca.store.contract import Backend, CorpusStore, valid_corpus_name
 from guaipeca.store.embedded.corpus import Corpus
 from guaipeca.text.languages import language_name
@@ -372,6 +372,7 @@ class Index:
             raise InvalidArgumentError(
                 f"return_mode must be one of {', '.join(RETURN_MODES)}, not {return_mode!r:.30}"
             )
+        where = normalise_where(where)
         validate_where(where)
         where = results.section_filter_where(where, section_filter)
         names = self.corpora if corpora is None else list(corpora)  # []: none
@@ -480,6 +481,7 @@ class Index:
         """Documents ordered by corpus then id, optionally filtered like :meth:`search`."""
         if not (0 < limit <= 10_000 and offset >= 0):
             raise InvalidArgumentError("limit must be 1..10000 and offset >= 0")
+        where = normalise_where(where)
         validate_where(where)
         out: list[DocumentInfo] = []
         for name in [corpus] if corpus else self.corpora:

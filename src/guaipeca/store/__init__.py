@@ -10,7 +10,12 @@ from guaipeca.store.contract import (
     PreparedDocument,
     valid_corpus_name,
 )
-from guaipeca.store.filters import compile_where, parse_where_json, validate_where
+from guaipeca.store.filters import (
+    compile_where,
+    normalise_where,
+    parse_where_json,
+    validate_where,
+)
 
 __all__ = [
     "Backend",
@@ -20,6 +25,7 @@ __all__ = [
     "DocRow",
     "PreparedDocument",
     "compile_where",
+    "normalise_where",
     "parse_where_json",
     "valid_corpus_name",
     "validate_where",

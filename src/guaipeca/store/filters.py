@@ -74,6 +74,7 @@ __all__ = [
     "MAX_TOTAL_VALUES",
     "OPERATORS",
     "compile_where",
+    "normalise_where",
     "parse_where_json",
     "validate_where",
 ]
@@ -763,6 +764,43 @@ def validate_where(where: Mapping[str, Any] | None) -> None:
         InvalidFilterError: as :func:`compile_where`.
     """
     compile_where(where, corpus="")
+
+
+def _extension(value: Any) -> Any:
+    if isinstance(value, str) and value:
+        value = value.strip().lower()
+        return value if value.startswith(".") else "." + value
+    return value
+
+
+def normalise_where(where: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """``where`` with every ``extension`` value written as stored (``".pdf"``): ``"pdf"``,
+    ``"PDF"`` and ``".pdf"`` all match PDF files. Anything malformed is left for
+    :func:`validate_where` to name."""
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, Mapping):
+            return node
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key != "extension":
+                out[key] = walk(value) if key in ("$and", "$or", "$not") else value
+            elif isinstance(value, Mapping):
+                out[key] = {
+                    op: [_extension(v) for v in operand]
+                    if isinstance(operand, list)
+                    else _extension(operand)
+                    if op in ("$eq", "$ne")
+                    else operand
+                    for op, operand in value.items()
+                }
+            else:
+                out[key] = _extension(value)
+        return out
+
+    return None if where is None else walk(where)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
