@@ -172,11 +172,16 @@ def test_enrichment_is_stored_per_chunk(small: Index) -> None:
 def test_enrichment_can_be_switched_off() -> None:
     off = EngineSettings(enrich=EnrichSettings(local=False))
     with Index(embedder=HashingEmbedder(64), settings=off) as idx:
-        idx.add_documents({"memo": MEMO})
+        idx.add_documents({"memo": MEMO, "deal": "# Deal\n\nNASA and ESA signed in 2019.\n"})
         assert agentic.enrichment(idx, "default:1") == {"default:1": None}
         assert agentic.filtered_search(idx, "engineer", entities=["NASA"]) == []
         # find_related still works: it extracts the seed's terms on the fly.
-        assert agentic.find_related(idx, "default:1", same_document=True) is not None
+        staff = agentic.keyword_search(idx, "Maria Silva engineer")[0]
+        assert staff.doc_id == "memo"
+        related = agentic.find_related(idx, staff.chunk_id)
+        assert related and related[0].hit.doc_id == "deal"
+        assert "NASA" in related[0].shared_entities
+        assert all(r.hit.doc_id != "memo" for r in related)
 
 
 # -- find_related ----------------------------------------------------------------------------

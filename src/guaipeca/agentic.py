@@ -4,14 +4,14 @@ keyword / semantic / filtered search, reading many chunks at once, reading aroun
 (neighbouring chunks merged into exact spans), and ``find_related``: chunks elsewhere that
 share the hits' entities and key terms, for following a thread from one document to the next.
 
-Every function takes the :class:`~guaipeca.Index` first; ``Index`` exposes them as methods.
+Every function takes the :class:`~guaipeca.Index` first and uses only its public API.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -482,51 +482,10 @@ def find_related(
         return same_document or (corpus, doc_id) not in seed_docs
 
     # 1. chunks carrying the same entities / keywords, by summed rarity (IDF)
-    term_scores: dict[tuple[str, int], float] = {}
-    wanted = [("e", k) for k in entities] + [("k", k) for k in keywords]
-    for name in names:
-        catalog = _catalog(index, name)
-        if catalog is None:
-            continue
-        total = max(1, catalog.counts()[1])
-        df = catalog.term_frequencies(wanted)
-        for pk, kind, term in catalog.chunks_with_terms(
-            [t for t in wanted if df.get(t)], limit=_TERM_ROWS
-        ):
-            weight = math.log(1 + total / df[(kind, term)])
-            weight *= _ENTITY_WEIGHT if kind == "e" else 1.0
-            term_scores[(name, pk)] = term_scores.get((name, pk), 0.0) + weight
-    rows_cache: dict[str, dict[int, Any]] = {}
-    term_ranked: list[tuple[str, int]] = []
-    ordered = sorted(term_scores.items(), key=lambda kv: (-kv[1], kv[0]))
-    if where:  # the term leg honours the filter too
-        admitted = _admitted(index, where, [key for key, _ in ordered[: before * 4]])
-        ordered = [(key, score) for key, score in ordered if key in admitted]
-    by_corpus: dict[str, list[int]] = {}
-    for (name, pk), _ in ordered[: before * 4]:
-        by_corpus.setdefault(name, []).append(pk)
-    for name, pks in by_corpus.items():
-        rows_cache[name] = index.store(name).rows(pks)
-    for (name, pk), _ in ordered:
-        row = rows_cache.get(name, {}).get(pk)
-        if row is not None and allowed(name, row.doc_id, f"{name}:{pk}"):
-            term_ranked.append((name, pk))
-            if len(term_ranked) >= before:
-                break
-
+    term_ranked = _term_ranked(index, names, entities, keywords, where, before, allowed)
     # 2. a hybrid search for the query and the seeds' terms
-    spelled = list(entities.values())
-    expansion = " ".join([query or "", *spelled, *keywords]).strip()[:4000]
-    search_ranked: list[tuple[str, int]] = []
-    search_hits: dict[tuple[str, int], Hit] = {}
-    for hit in index.search(
-        expansion, top_k=min(before, 1000), candidates=max(before, 100), corpora=names, where=where
-    ):
-        if allowed(hit.corpus, hit.doc_id, hit.chunk_id):
-            key = (hit.corpus, int(hit.chunk_id.rpartition(":")[2]))
-            search_ranked.append(key)
-            search_hits[key] = hit
-
+    expansion = " ".join([query or "", *entities.values(), *keywords]).strip()[:4000]
+    search_ranked, search_hits = _search_ranked(index, expansion, names, where, before, allowed)
     # 3. fuse, then explain each result by the terms it shares
     keyed = {key: i for i, key in enumerate(dict.fromkeys([*term_ranked, *search_ranked]))}
     inverse = {i: key for key, i in keyed.items()}
@@ -544,7 +503,89 @@ def find_related(
         (score, name, pk, search_hits[(name, pk)].scores if (name, pk) in search_hits else _NO)
         for score, (name, pk) in chosen
     ]
-    hits = index.hits_from_scored(scored, expansion)
+    return _explained(index, index.hits_from_scored(scored, expansion), entities, keywords)
+
+
+_Allowed = Callable[[str, str, str], bool]
+
+
+def _term_scores(
+    index: Index, names: Sequence[str], entities: Mapping[str, str], keywords: Sequence[str]
+) -> dict[tuple[str, int], float]:
+    """(corpus, chunk pk) -> summed rarity of the seeds' terms its enrichment carries."""
+    term_scores: dict[tuple[str, int], float] = {}
+    wanted = [("e", k) for k in entities] + [("k", k) for k in keywords]
+    for name in names:
+        catalog = _catalog(index, name)
+        if catalog is None:
+            continue
+        total = max(1, catalog.counts()[1])
+        df = catalog.term_frequencies(wanted)
+        for pk, kind, term in catalog.chunks_with_terms(
+            [t for t in wanted if df.get(t)], limit=_TERM_ROWS
+        ):
+            weight = math.log(1 + total / df[(kind, term)])
+            weight *= _ENTITY_WEIGHT if kind == "e" else 1.0
+            term_scores[(name, pk)] = term_scores.get((name, pk), 0.0) + weight
+    return term_scores
+
+
+def _term_ranked(
+    index: Index,
+    names: Sequence[str],
+    entities: Mapping[str, str],
+    keywords: Sequence[str],
+    where: Mapping[str, Any] | None,
+    before: int,
+    allowed: _Allowed,
+) -> list[tuple[str, int]]:
+    """The term leg: at most ``before`` allowed chunks, best summed rarity first."""
+    term_scores = _term_scores(index, names, entities, keywords)
+    rows_cache: dict[str, dict[int, Any]] = {}
+    term_ranked: list[tuple[str, int]] = []
+    ordered = sorted(term_scores.items(), key=lambda kv: (-kv[1], kv[0]))
+    if where:  # the term leg honours the filter too
+        admitted = _admitted(index, where, [key for key, _ in ordered[: before * 4]])
+        ordered = [(key, score) for key, score in ordered if key in admitted]
+    by_corpus: dict[str, list[int]] = {}
+    for (name, pk), _ in ordered[: before * 4]:
+        by_corpus.setdefault(name, []).append(pk)
+    for name, pks in by_corpus.items():
+        rows_cache[name] = index.store(name).rows(pks)
+    for (name, pk), _ in ordered:
+        row = rows_cache.get(name, {}).get(pk)
+        if row is not None and allowed(name, row.doc_id, f"{name}:{pk}"):
+            term_ranked.append((name, pk))
+            if len(term_ranked) >= before:
+                break
+    return term_ranked
+
+
+def _search_ranked(
+    index: Index,
+    expansion: str,
+    names: Sequence[str],
+    where: Mapping[str, Any] | None,
+    before: int,
+    allowed: _Allowed,
+) -> tuple[list[tuple[str, int]], dict[tuple[str, int], Hit]]:
+    """The search leg: a hybrid search for the query and the seeds' terms."""
+    search_ranked: list[tuple[str, int]] = []
+    search_hits: dict[tuple[str, int], Hit] = {}
+    for hit in index.search(
+        expansion, top_k=min(before, 1000), candidates=max(before, 100), corpora=names, where=where
+    ):
+        if allowed(hit.corpus, hit.doc_id, hit.chunk_id):
+            key = (hit.corpus, int(hit.chunk_id.rpartition(":")[2]))
+            search_ranked.append(key)
+            search_hits[key] = hit
+    return search_ranked, search_hits
+
+
+def _explained(
+    index: Index, hits: list[Hit], entities: Mapping[str, str], keywords: Sequence[str]
+) -> list[RelatedHit]:
+    """Each hit with the seeds' entities and key phrases it shares."""
     stored = enrichment(index, [h.chunk_id for h in hits])
     out: list[RelatedHit] = []
     for hit in hits:

@@ -1,14 +1,14 @@
 """MCP tools for agentic retrieval (§7.1): keyword, semantic and filtered search, reading
 many chunks, reading around hits, and following entities from one document to the next.
 
-Registered by :func:`~guaipeca.server.tools.server.build_server` next to the core tools, with the
-same conventions: typed arguments become the input schema, Pydantic models the output
-schema; library errors become one-line tool errors; searches go through the server's search
-gate (concurrency cap and deadline); everything blocking runs in a worker thread.
+Registered by :func:`~guaipeca.server.tools.server.build_server` next to the core tools, one
+``register_*`` function per tool, with the same conventions: typed arguments become the input
+schema, Pydantic models the output schema; library errors become one-line tool errors;
+searches go through the server's search gate (concurrency cap and deadline); everything
+blocking runs in a worker thread.
 """
 
 import functools
-from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -25,13 +25,20 @@ from guaipeca.server.tools.common import (
     READ_ONLY,
     TOOL_MAX_TOP_K,
     WHERE_DOC,
-    ToolServer,
+    Registrar,
     in_thread,
-    registrar,
 )
 from guaipeca.types import Hit
 
-__all__ = ["register_agent_tools"]
+__all__ = [
+    "register_filtered_search",
+    "register_find_related",
+    "register_keyword_and_semantic_search",
+    "register_keyword_search",
+    "register_read_chunk",
+    "register_read_neighbors",
+    "register_semantic_search",
+]
 
 MAX_TOP_K_BEFORE = 1000
 
@@ -165,20 +172,56 @@ _Terms = Annotated[
     Field(max_length=20),
 ]
 
+_Keywords = Annotated[
+    _Terms,
+    Field(
+        description="Each must be in one of the chunk's key phrases "
+        "(lower-case substring: 'cancer' matches 'breast cancer')."
+    ),
+]
+_Entities = Annotated[
+    _Terms,
+    Field(
+        description="Each must be one of the chunk's named entities, ignoring case "
+        "and accents ('sao paulo' matches 'São Paulo'; 'BRCA' matches 'BRCA1')."
+    ),
+]
+_ContentTypes = Annotated[
+    _Terms,
+    Field(
+        description=f"Any of: {', '.join(CONTENT_TYPES)} (what the chunk holds), or "
+        "file extensions such as 'pdf' or '.docx'."
+    ),
+]
+_DateFrom = Annotated[
+    str | None,
+    Field(
+        pattern=r"^\d{4}(-\d{2}(-\d{2})?)?$",
+        description="A date mentioned in the chunk is on or after this "
+        "(YYYY, YYYY-MM or YYYY-MM-DD).",
+    ),
+]
+_DateTo = Annotated[
+    str | None,
+    Field(
+        pattern=r"^\d{4}(-\d{2}(-\d{2})?)?$",
+        description="... and on or before this (inclusive; 2024-03 takes the whole month).",
+    ),
+]
 
-def register_agent_tools(server: ToolServer, service: Service, gate: SearchGate) -> None:
-    """Add the agentic tools to ``server``."""
+
+def _default_k(service: Service) -> int:
+    return min(service.settings.search.top_k, TOOL_MAX_TOP_K)
+
+
+def _hits_out(service: Service, hits: list[Hit]) -> list[HitOut]:
+    return [service.hit_out(h) for h in hits]
+
+
+def register_keyword_search(tool: Registrar, service: Service, gate: SearchGate) -> None:
+    """Registers the ``keyword_search`` tool."""
     idx = service.index
-    s = service.settings.search
-    default_k = min(s.top_k, TOOL_MAX_TOP_K)
-
-    tool = registrar(server, service)
-
-    def hits_out(hits: list[Hit]) -> list[HitOut]:
-        return [service.hit_out(h) for h in hits]
-
-    async def searched(fn: Callable[[], list[Hit]]) -> list[Hit]:
-        return await gate.run(fn)
+    default_k = _default_k(service)
 
     @tool("Keyword search", **READ_ONLY)
     async def keyword_search(
@@ -195,7 +238,7 @@ def register_agent_tools(server: ToolServer, service: Service, gate: SearchGate)
         Use semantic_search when the words may differ from the documents' (paraphrases,
         another language), and filtered_search to narrow by entity, keyword or date.
         """
-        hits = await searched(
+        hits = await gate.run(
             functools.partial(
                 agentic.keyword_search,
                 idx,
@@ -208,8 +251,20 @@ def register_agent_tools(server: ToolServer, service: Service, gate: SearchGate)
             )
         )
         return AgentSearchOut(
-            query=query, mode="keyword", filter=where, count=len(hits), hits=hits_out(hits)
+            query=query,
+            mode="keyword",
+            filter=where,
+            count=len(hits),
+            hits=_hits_out(service, hits),
         )
+
+
+def register_keyword_and_semantic_search(
+    tool: Registrar, service: Service, gate: SearchGate
+) -> None:
+    """Registers the ``keyword_and_semantic_search`` tool."""
+    idx = service.index
+    default_k = _default_k(service)
 
     @tool("Keyword and semantic search", **READ_ONLY)
     async def keyword_and_semantic_search(
@@ -226,7 +281,7 @@ def register_agent_tools(server: ToolServer, service: Service, gate: SearchGate)
 
         Use keyword_search for exact names or codes, semantic_search for paraphrases.
         """
-        hits = await searched(
+        hits = await gate.run(
             functools.partial(
                 agentic.keyword_and_semantic_search,
                 idx,
@@ -239,8 +294,14 @@ def register_agent_tools(server: ToolServer, service: Service, gate: SearchGate)
             )
         )
         return AgentSearchOut(
-            query=query, mode="hybrid", filter=where, count=len(hits), hits=hits_out(hits)
+            query=query, mode="hybrid", filter=where, count=len(hits), hits=_hits_out(service, hits)
         )
+
+
+def register_semantic_search(tool: Registrar, service: Service, gate: SearchGate) -> None:
+    """Registers the ``semantic_search`` tool."""
+    idx = service.index
+    default_k = _default_k(service)
 
     @tool("Semantic search", **READ_ONLY)
     async def semantic_search(
@@ -256,7 +317,7 @@ def register_agent_tools(server: ToolServer, service: Service, gate: SearchGate)
 
         Use keyword_search for exact names or codes; search (hybrid) is the best default.
         """
-        hits = await searched(
+        hits = await gate.run(
             functools.partial(
                 agentic.semantic_search,
                 idx,
@@ -269,53 +330,29 @@ def register_agent_tools(server: ToolServer, service: Service, gate: SearchGate)
             )
         )
         return AgentSearchOut(
-            query=query, mode="dense", filter=where, count=len(hits), hits=hits_out(hits)
+            query=query, mode="dense", filter=where, count=len(hits), hits=_hits_out(service, hits)
         )
+
+
+def register_filtered_search(tool: Registrar, service: Service, gate: SearchGate) -> None:
+    """Registers the ``filtered_search`` tool."""
+    idx = service.index
+    default_k = _default_k(service)
+    default_mode = service.settings.search.mode
 
     @tool("Filtered search", **READ_ONLY)
     async def filtered_search(
         query: _Query,
-        keywords: Annotated[
-            _Terms,
-            Field(
-                description="Each must be in one of the chunk's key phrases "
-                "(lower-case substring: 'cancer' matches 'breast cancer')."
-            ),
-        ] = None,
-        entities: Annotated[
-            _Terms,
-            Field(
-                description="Each must be one of the chunk's named entities, ignoring case "
-                "and accents ('sao paulo' matches 'São Paulo'; 'BRCA' matches 'BRCA1')."
-            ),
-        ] = None,
-        content_types: Annotated[
-            _Terms,
-            Field(
-                description=f"Any of: {', '.join(CONTENT_TYPES)} (what the chunk holds), or "
-                "file extensions such as 'pdf' or '.docx'."
-            ),
-        ] = None,
-        date_from: Annotated[
-            str | None,
-            Field(
-                pattern=r"^\d{4}(-\d{2}(-\d{2})?)?$",
-                description="A date mentioned in the chunk is on or after this "
-                "(YYYY, YYYY-MM or YYYY-MM-DD).",
-            ),
-        ] = None,
-        date_to: Annotated[
-            str | None,
-            Field(
-                pattern=r"^\d{4}(-\d{2}(-\d{2})?)?$",
-                description="... and on or before this (inclusive; 2024-03 takes the whole month).",
-            ),
-        ] = None,
+        keywords: _Keywords = None,
+        entities: _Entities = None,
+        content_types: _ContentTypes = None,
+        date_from: _DateFrom = None,
+        date_to: _DateTo = None,
         where: _Where = None,
         mode: Annotated[
             Literal["hybrid", "dense", "keyword"],
             Field(description="hybrid (default), keyword (BM25) or dense (meaning)."),
-        ] = s.mode,
+        ] = default_mode,
         top_k_after: _After = default_k,
         top_k_before: _Before = None,
         rerank: _Rerank = None,
@@ -337,7 +374,7 @@ def register_agent_tools(server: ToolServer, service: Service, gate: SearchGate)
             date_to=date_to,
             where=where,
         )
-        hits = await searched(
+        hits = await gate.run(
             functools.partial(
                 idx.search,
                 query,
@@ -349,8 +386,13 @@ def register_agent_tools(server: ToolServer, service: Service, gate: SearchGate)
             )
         )
         return AgentSearchOut(
-            query=query, mode=mode, filter=combined, count=len(hits), hits=hits_out(hits)
+            query=query, mode=mode, filter=combined, count=len(hits), hits=_hits_out(service, hits)
         )
+
+
+def register_read_chunk(tool: Registrar, service: Service) -> None:
+    """Registers the ``read_chunk`` tool."""
+    idx = service.index
 
     @tool("Read chunks with their entities", **READ_ONLY)
     async def read_chunk(chunk_ids: _ChunkIds) -> EnrichedChunksOut:
@@ -376,6 +418,11 @@ def register_agent_tools(server: ToolServer, service: Service, gate: SearchGate)
 
         return await in_thread(read)
 
+
+def register_read_neighbors(tool: Registrar, service: Service) -> None:
+    """Registers the ``read_neighbors`` tool."""
+    idx = service.index
+
     @tool("Read around chunks", **READ_ONLY)
     async def read_neighbors(
         chunk_ids: _ChunkIds,
@@ -396,6 +443,12 @@ def register_agent_tools(server: ToolServer, service: Service, gate: SearchGate)
             return NeighborsOut(window=window, spans=[_span_out(service, sp) for sp in spans])
 
         return await in_thread(read)
+
+
+def register_find_related(tool: Registrar, service: Service, gate: SearchGate) -> None:
+    """Registers the ``find_related`` tool."""
+    idx = service.index
+    default_k = _default_k(service)
 
     @tool("Find related chunks", **READ_ONLY)
     async def find_related(

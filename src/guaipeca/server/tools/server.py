@@ -10,7 +10,15 @@ from mcp.server.mcpserver import MCPServer
 from guaipeca import __version__
 from guaipeca.server.security import search_gate
 from guaipeca.server.service import Service
-from guaipeca.server.tools.agentic import register_agent_tools
+from guaipeca.server.tools.agentic import (
+    register_filtered_search,
+    register_find_related,
+    register_keyword_and_semantic_search,
+    register_keyword_search,
+    register_read_chunk,
+    register_read_neighbors,
+    register_semantic_search,
+)
 from guaipeca.server.tools.common import INSTRUCTIONS, ToolServer, registrar
 from guaipeca.server.tools.manage import (
     register_delete,
@@ -46,5 +54,11 @@ def build_server(service: Service) -> MCPServer[Any]:
     register_list_folders(tool, service)
     register_upload(tool, service)
     register_delete(tool, service)
-    register_agent_tools(server, service, gate)
+    register_keyword_search(tool, service, gate)
+    register_keyword_and_semantic_search(tool, service, gate)
+    register_semantic_search(tool, service, gate)
+    register_filtered_search(tool, service, gate)
+    register_read_chunk(tool, service)
+    register_read_neighbors(tool, service)
+    register_find_related(tool, service, gate)
     return server

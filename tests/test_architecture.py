@@ -1,0 +1,186 @@
+"""The shape of src/guaipeca, stated as tests (docs/architecture.md says why).
+
+* no function longer than MAX_FUNCTION_LINES, no module longer than MAX_FILE_LINES;
+* no module imports another module's ``_private`` name (imports inside functions included);
+* no import cycles: for every import edge a -> b, no chain leads from b back to a.
+
+The layering itself (which package may import which) is import-linter's job
+(``lint-imports``, contracts in pyproject.toml); these are the guarantees it does not check.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import grimp
+import pytest
+
+import guaipeca
+
+SRC = Path(guaipeca.__file__).resolve().parent
+MAX_FUNCTION_LINES = 80
+MAX_FILE_LINES = 700
+
+# Functions allowed past the limit, each with the reason it is one piece.
+FUNCTION_EXEMPTIONS: dict[str, str] = {}
+# Still to split (issue 18 is under way): this list only shrinks.
+NOT_YET_SPLIT = {
+    "guaipeca.convert.pdf._convert_document",
+    "guaipeca.convert.pdf._block_units",
+    "guaipeca.embed._int8._rewrite",
+    "guaipeca.enrich.local.extract_entities",
+    "guaipeca.index.facade.Index.search",
+    "guaipeca.ingest.sync_folder",
+    "guaipeca.server.http._routes",
+    "guaipeca.server.tools.search.register_search",
+    "guaipeca.server.webui.web_routes",
+    "guaipeca.store.qdrant.corpus.QdrantCorpus.write",
+    "guaipeca.cli.commands",
+    "guaipeca.config.settings",
+    "guaipeca.convert.pdf",
+    "guaipeca.store.embedded.corpus",
+    "guaipeca.store.filters",
+    "guaipeca.store.qdrant.corpus",
+}
+
+
+def _modules() -> Iterator[tuple[str, Path, ast.Module]]:
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        yield ".".join(parts), path, ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _functions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, _Function]]:
+    """Every function with its qualified name (Class.method, outer.inner)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, _Function):
+            name = f"{prefix}{node.name}"
+            yield name, node
+            yield from _functions(node, f"{name}.")
+        elif isinstance(node, ast.ClassDef):
+            yield from _functions(node, f"{prefix}{node.name}.")
+        else:
+            yield from _functions(node, prefix)
+
+
+def test_the_source_is_found() -> None:
+    names = [name for name, _, _ in _modules()]
+    assert "guaipeca.index.facade" in names
+    assert len(names) > 50
+
+
+def _too_long() -> dict[str, int]:
+    """Every function and module over its limit -> its length in lines."""
+    long = {}
+    for module, path, tree in _modules():
+        n = len(path.read_text(encoding="utf-8").splitlines())
+        if n > MAX_FILE_LINES:
+            long[module] = n
+        for name, node in _functions(tree):
+            assert node.end_lineno is not None
+            lines = node.end_lineno - node.lineno + 1
+            if lines > MAX_FUNCTION_LINES:
+                long[f"{module}.{name}"] = lines
+    return long
+
+
+def test_no_function_or_module_is_longer_than_the_limit() -> None:
+    allowed = {*FUNCTION_EXEMPTIONS, *NOT_YET_SPLIT}
+    over = {where: n for where, n in _too_long().items() if where not in allowed}
+    assert over == {}, (
+        f"over {MAX_FUNCTION_LINES} lines a function or {MAX_FILE_LINES} a module: {over}"
+    )
+
+
+def test_the_exemptions_are_still_needed() -> None:
+    stale = {*FUNCTION_EXEMPTIONS, *NOT_YET_SPLIT} - set(_too_long())
+    assert stale == set(), f"no longer over the limit, remove from the lists: {stale}"
+
+
+def _resolve(module: str, path: Path, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _private_parts(dotted: str) -> list[int]:
+    return [i for i, part in enumerate(dotted.split(".")) if _is_private(part)]
+
+
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _crossing(importer: str, dotted: str) -> bool:
+    """True when ``dotted`` (a module or module.name) reaches a private part from outside the
+    module or package that owns it: ``a._b`` is private to package ``a``, ``a.b._c`` to module
+    ``a.b``."""
+    for i in _private_parts(dotted):
+        owner = ".".join(dotted.split(".")[:i])
+        if importer != owner and not importer.startswith(owner + "."):
+            return True
+    return False
+
+
+def _private_imports(module: str, path: Path, tree: ast.AST) -> Iterator[str]:
+    for node in ast.walk(tree):  # walk: imports inside functions count too
+        if isinstance(node, ast.ImportFrom):
+            source = _resolve(module, path, node)
+            for alias in node.names:
+                if _crossing(module, f"{source}.{alias.name}"):
+                    yield f"{module}: from {source} import {alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if _crossing(module, alias.name):
+                    yield f"{module}: import {alias.name}"
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    found = [
+        line for module, path, tree in _modules() for line in _private_imports(module, path, tree)
+    ]
+    assert found == [], f"private names imported across modules: {found}"
+
+
+def test_private_import_check_sees_imports_inside_functions() -> None:
+    source = (
+        "def f():\n    from guaipeca.index.facade import _hidden\n    import guaipeca.index._x\n"
+    )
+    found = list(_private_imports("guaipeca.agentic", SRC / "agentic.py", ast.parse(source)))
+    assert sorted(found) == [
+        "guaipeca.agentic: from guaipeca.index.facade import _hidden",
+        "guaipeca.agentic: import guaipeca.index._x",
+    ]
+    # a private module used inside its own package, and a module's own private names, are fine
+    inside = "from guaipeca.convert._limits import check\nfrom . import _pdf_text\n"
+    assert (
+        list(_private_imports("guaipeca.convert.pdf", SRC / "convert/pdf.py", ast.parse(inside)))
+        == []
+    )
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("guaipeca", cache_dir=None)
+
+
+def test_no_import_cycles(graph: grimp.ImportGraph) -> None:
+    cycles = []
+    for importer in sorted(graph.modules):
+        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+            if imported == importer:
+                continue
+            chain = graph.find_shortest_chain(importer=imported, imported=importer)
+            if chain is not None:
+                cycles.append(" -> ".join((importer, *chain)))
+    assert cycles == [], f"import cycles: {cycles}"
