@@ -338,6 +338,20 @@ def test_eval_command_prints_the_three_metrics(
     assert code == EXIT_OK and data["language"] == "portuguese"
 
 
+def test_eval_command_quick_look_and_progress_off_a_terminal(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = write_beir(tmp_path / "set")
+    code = main(["eval", str(folder), "--mode", "keyword", "--max-docs", "1", "--max-queries", "1"])
+    captured = capsys.readouterr()
+    assert code == EXIT_OK
+    assert "(1 query, 1 doc, index" in captured.out
+    # Not a terminal: plain lines (the last one of each phase at least), no bar.
+    lines = captured.err.splitlines()
+    assert any(re.fullmatch(r"eval: indexing: 1/1 documents \(\d+ s\)", x) for x in lines), lines
+    assert any(re.fullmatch(r"eval: searching: 1/1 queries \(\d+ s\)", x) for x in lines), lines
+
+
 def test_eval_command_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["eval", str(tmp_path / "missing")]) == EXIT_USER
     err = capsys.readouterr().err

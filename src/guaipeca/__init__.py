@@ -7,7 +7,8 @@ documents, as a library, a CLI and an MCP server.
 >>> hits = index.search("text", top_k=5)                        # doctest: +SKIP
 """
 
-from guaipeca.config import EngineSettings
+from typing import TYPE_CHECKING, Any
+
 from guaipeca.errors import (
     ConfigError,
     GuaipecaError,
@@ -18,7 +19,6 @@ from guaipeca.errors import (
     ModelError,
     NotFoundError,
 )
-from guaipeca.index import Index
 from guaipeca.types import (
     AddReport,
     Chunk,
@@ -30,7 +30,26 @@ from guaipeca.types import (
     ScoreParts,
 )
 
+if TYPE_CHECKING:
+    from guaipeca.config import EngineSettings
+    from guaipeca.index import Index
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # Index and EngineSettings load on first use: importing the package (which every CLI
+    # command does, even --help) then costs no numpy, pydantic or search engine.
+    if name == "Index":
+        from guaipeca.index import Index
+
+        return Index
+    if name == "EngineSettings":
+        from guaipeca.config import EngineSettings
+
+        return EngineSettings
+    raise AttributeError(f"module 'guaipeca' has no attribute {name!r}")
+
 
 __all__ = [
     "AddReport",

@@ -6,6 +6,9 @@ singular, --where on extensions with or without the dot, help without type tags.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +114,32 @@ def test_help_is_full_sentences_without_type_tags(capsys: pytest.CaptureFixture[
     out = run(capsys, "index", "--help")[1]
     text = " ".join(out.replace("│", " ").split())
     assert "It goes into the corpus named as the argument, or into 'default';" in text
+
+
+def test_a_keyword_search_does_not_load_the_model(tmp_path: Path) -> None:
+    docs = folder(tmp_path, "docs", {"a.md": "# A\n\nThe nightly backup runs at two."})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GUAIPECA_")}
+    env["GUAIPECA_HOME"] = str(tmp_path / "home")
+    script = (
+        "import sys\n"
+        "from guaipeca.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print('model loaded' if 'onnxruntime' in sys.modules else 'no model', file=sys.stderr)\n"
+        "sys.exit(code)\n"
+    )
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", script, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        return done.stderr.strip().splitlines()[-1]
+
+    assert cli("index", "--path", str(docs)) == "model loaded"
+    assert cli("search", "backup", "--mode", "keyword") == "no model"
+    assert cli("status") == "no model"
+    assert cli("search", "backup") == "model loaded"  # hybrid needs the query's vector

@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -33,12 +34,12 @@ from guaipeca.config import (
     load_settings,
 )
 from guaipeca.errors import GuaipecaError
-from guaipeca.store import parse_where_json
 from guaipeca.text.languages import language_name
 from guaipeca.types import SEARCH_MODES
 
 if TYPE_CHECKING:
     from guaipeca.cli.corpora import Target
+    from guaipeca.embed import Embedder
     from guaipeca.index import Index
     from guaipeca.ingest import SyncReport
 
@@ -80,12 +81,17 @@ def _settings(*, check_paths: bool = False) -> LoadedSettings:
     return loaded
 
 
-def _open_index(loaded: LoadedSettings, *, tolerate_down: bool = False) -> Index:
+def _open_index(
+    loaded: LoadedSettings, *, tolerate_down: bool = False, keyword_only: bool = False
+) -> Index:
     """The index with the configured model, settings and corpora (weights, languages).
 
     A storage server (Qdrant) that is down is an error, except for ``serve``
     (``tolerate_down``), which starts and reports it in status and /health.
+    ``keyword_only``: the model is loaded only if something asks for a vector
+    (cli/model_memo.py), so a keyword search starts faster.
     """
+    from guaipeca.cli.model_memo import lazy_model, note_model
     from guaipeca.embed import load_embedder
     from guaipeca.index import Index
 
@@ -93,8 +99,14 @@ def _open_index(loaded: LoadedSettings, *, tolerate_down: bool = False) -> Index
     source = str(loaded.source) if loaded.source else None
     from guaipeca.store.backends import open_backend
 
+    def load() -> Embedder:
+        model = load_embedder(s.embedding, source=source, data_dir=loaded.data_dir)
+        note_model(loaded.data_dir, s.embedding, model)
+        return model
+
     backend = open_backend(s.storage)  # None: embedded, files under data_dir
-    embedder = load_embedder(s.embedding, source=source, data_dir=loaded.data_dir)
+    lazy = lazy_model(loaded.data_dir, s.embedding, load) if keyword_only else None
+    embedder = lazy if lazy is not None else load()
     index = Index(
         loaded.data_dir / "index", embedder=embedder, settings=s.engine(), backend=backend
     )
@@ -396,9 +408,11 @@ def search(
 
     if mode not in SEARCH_MODES:
         raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
+    from guaipeca.store import parse_where_json
+
     filters = parse_where_json(where) if where else None
     loaded = _settings()
-    idx = _open_index(loaded)
+    idx = _open_index(loaded, keyword_only=mode == "keyword")
     try:
         if not idx.corpora and idx.broken_corpora:
             name, reason = next(iter(idx.broken_corpora.items()))
@@ -451,7 +465,7 @@ def status(
 ) -> None:
     """Show the config in use, the data folder, the model and each corpus."""
     loaded = _settings()
-    idx = _open_index(loaded)
+    idx = _open_index(loaded, keyword_only=True)  # counts need no vectors
     try:
         s = idx.stats()
         broken = idx.broken_corpora
@@ -509,7 +523,7 @@ def corpora(
     from guaipeca.cli.corpora import run_corpora
 
     loaded = _settings()
-    idx = _open_index(loaded)
+    idx = _open_index(loaded, keyword_only=True)
     try:
         run_corpora(loaded, idx, as_json=as_json, out=out)
     finally:
@@ -527,7 +541,7 @@ def drop(
     from guaipeca.cli.corpora import run_drop
 
     loaded = _settings()
-    idx = _open_index(loaded)
+    idx = _open_index(loaded, keyword_only=True)
     try:
         run_drop(loaded, idx, corpus, yes=yes, out=out, err=err)
     finally:
@@ -887,7 +901,22 @@ def eval_(
         ),
     ] = "english",
     limit_queries: Annotated[
-        int | None, typer.Option("--limit-queries", min=1, help="Evaluate the first N queries.")
+        int | None,
+        typer.Option(
+            "--max-queries",
+            "--limit-queries",
+            min=1,
+            help="Evaluate only the first N queries, for a quick look.",
+        ),
+    ] = None,
+    max_docs: Annotated[
+        int | None,
+        typer.Option(
+            "--max-docs",
+            min=1,
+            help="Index only N documents, for a quick look. The documents judged for the "
+            "chosen queries are always kept, so scores run higher than on the whole set.",
+        ),
     ] = None,
     top_k: Annotated[
         int, typer.Option("--top-k", min=1, max=1000, help="Documents ranked per query.")
@@ -905,7 +934,7 @@ def eval_(
         language = language_name(language)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--language") from None
-    beir = load_beir(folder, split=split, limit_queries=limit_queries)
+    beir = load_beir(folder, split=split, limit_queries=limit_queries, limit_docs=max_docs)
     loaded = _settings()
     source = str(loaded.source) if loaded.source else None
     embedder = load_embedder(loaded.settings.embedding, source=source, data_dir=loaded.data_dir)
@@ -919,20 +948,23 @@ def eval_(
         transient=True,
         disable=as_json or not err.is_terminal,
     )
+    lines = not (as_json or err.is_terminal)  # off a terminal: a plain line now and then
     try:
         with bar:
             task = bar.add_task("indexing documents", total=len(beir.corpus))
+            say = _progress_lines("eval: indexing", "documents", quiet=not lines)
+
+            def step(done: int, total: int) -> None:
+                bar.update(task, completed=done)
+                say(done, total)
+
             started = time.perf_counter()
-            index_beir(idx, beir, progress=lambda done, total: bar.update(task, completed=done))
+            # The bar moves every 64 documents, not every 256.
+            index_beir(idx, beir, batch=64, progress=step)
             index_seconds = time.perf_counter() - started
             bar.update(task, description="searching queries", completed=0, total=len(beir.queries))
-            result = evaluate_index(
-                idx,
-                beir,
-                mode=mode,
-                top_k=top_k,
-                progress=lambda done, total: bar.update(task, completed=done),
-            )
+            say = _progress_lines("eval: searching", "queries", quiet=not lines)
+            result = evaluate_index(idx, beir, mode=mode, top_k=top_k, progress=step)
     finally:
         idx.close()
     result.index_seconds = index_seconds
@@ -947,6 +979,22 @@ def eval_(
         f"query p50 {result.query_p50_ms:.1f} ms)",
         markup=False,
     )
+
+
+def _progress_lines(label: str, unit: str, *, quiet: bool) -> Callable[[int, int], None]:
+    """A progress callback that writes a plain line to stderr at most every 5 seconds, and
+    at the end: for logs and pipes, where a bar would show nothing."""
+    started = last = time.monotonic()
+
+    def say(done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if quiet or (now - last < 5.0 and done < total):
+            return
+        last = now
+        err.print(f"{label}: {done:,}/{total:,} {unit} ({now - started:.0f} s)", markup=False)
+
+    return say
 
 
 def _count(n: int, noun: str) -> str:
