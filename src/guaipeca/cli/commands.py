@@ -40,6 +40,7 @@ from guaipeca.types import SEARCH_MODES
 if TYPE_CHECKING:
     from guaipeca.cli.corpora import Target
     from guaipeca.embed import Embedder
+    from guaipeca.evaluate import BeirSet, EvalResult
     from guaipeca.index import Index
     from guaipeca.ingest import SyncReport
 
@@ -925,7 +926,7 @@ def eval_(
 ) -> None:
     """Measure nDCG@10, Recall@100 and MRR@10 of your configuration on a BEIR data set."""
     from guaipeca.embed import load_embedder
-    from guaipeca.evaluate import evaluate_index, index_beir, load_beir
+    from guaipeca.evaluate import load_beir
     from guaipeca.index import Index
 
     if mode not in SEARCH_MODES:
@@ -939,32 +940,8 @@ def eval_(
     source = str(loaded.source) if loaded.source else None
     embedder = load_embedder(loaded.settings.embedding, source=source, data_dir=loaded.data_dir)
     idx = Index(embedder=embedder, settings=loaded.settings.engine(), language=language)
-    bar = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=as_json or not err.is_terminal,
-    )
-    lines = not (as_json or err.is_terminal)  # off a terminal: a plain line now and then
     try:
-        with bar:
-            task = bar.add_task("indexing documents", total=len(beir.corpus))
-            say = _progress_lines("eval: indexing", "documents", quiet=not lines)
-
-            def step(done: int, total: int) -> None:
-                bar.update(task, completed=done)
-                say(done, total)
-
-            started = time.perf_counter()
-            # The bar moves every 64 documents, not every 256.
-            index_beir(idx, beir, batch=64, progress=step)
-            index_seconds = time.perf_counter() - started
-            bar.update(task, description="searching queries", completed=0, total=len(beir.queries))
-            say = _progress_lines("eval: searching", "queries", quiet=not lines)
-            result = evaluate_index(idx, beir, mode=mode, top_k=top_k, progress=step)
+        result, index_seconds = _run_eval(idx, beir, mode=mode, top_k=top_k, quiet=as_json)
     finally:
         idx.close()
     result.index_seconds = index_seconds
@@ -979,6 +956,39 @@ def eval_(
         f"query p50 {result.query_p50_ms:.1f} ms)",
         markup=False,
     )
+
+
+def _run_eval(
+    idx: Index, beir: BeirSet, *, mode: str, top_k: int, quiet: bool
+) -> tuple[EvalResult, float]:
+    """Index the set, then run its queries: a bar on a terminal, plain lines elsewhere."""
+    from guaipeca.evaluate import evaluate_index, index_beir
+
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=quiet or not err.is_terminal,
+    )
+    lines = not (quiet or err.is_terminal)  # off a terminal: a plain line now and then
+    with bar:
+        task = bar.add_task("indexing documents", total=len(beir.corpus))
+        say = _progress_lines("eval: indexing", "documents", quiet=not lines)
+
+        def step(done: int, total: int) -> None:
+            bar.update(task, completed=done)
+            say(done, total)
+
+        started = time.perf_counter()
+        index_beir(idx, beir, batch=64, progress=step)  # the bar moves every 64 documents
+        index_seconds = time.perf_counter() - started
+        bar.update(task, description="searching queries", completed=0, total=len(beir.queries))
+        say = _progress_lines("eval: searching", "queries", quiet=not lines)
+        result = evaluate_index(idx, beir, mode=mode, top_k=top_k, progress=step)  # type: ignore[arg-type]
+    return result, index_seconds
 
 
 def _progress_lines(label: str, unit: str, *, quiet: bool) -> Callable[[int, int], None]:
