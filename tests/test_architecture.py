@@ -39,13 +39,11 @@ NOT_YET_SPLIT = {
     "guaipeca.cli.commands.index",
     "guaipeca.cli.commands.search",
     "guaipeca.server.webui.web_routes",
-    "guaipeca.store.qdrant.corpus.QdrantCorpus.write",
     "guaipeca.cli.commands",
     "guaipeca.config.settings",
     "guaipeca.convert.pdf",
     "guaipeca.store.embedded.corpus",
     "guaipeca.store.filters",
-    "guaipeca.store.qdrant.corpus",
 }
 
 

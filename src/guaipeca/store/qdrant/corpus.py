@@ -32,10 +32,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import numpy as np
@@ -44,12 +42,22 @@ import numpy.typing as npt
 from guaipeca.errors import ConfigError, ModelError
 from guaipeca.lexical import Analyzer
 from guaipeca.lexical.sparse import fieldnorm, term_index
-from guaipeca.store import ChunkRow, DocRow
+from guaipeca.store import ChunkRow
 from guaipeca.store.contract import DenseScan, PreparedDocument, valid_corpus_name
 from guaipeca.store.qdrant.connection import Connection
 from guaipeca.store.qdrant.connection import qdrant_models as _models
 from guaipeca.store.qdrant.filters import PAYLOAD_FIELDS, matches, translate
-from guaipeca.types import ChunkSpan, CorpusStats
+from guaipeca.store.qdrant.payload import (
+    META_ID,
+    chunk_payload,
+    chunk_row,
+    chunk_span,
+    doc_fields,
+    doc_payload,
+    doc_point_id,
+)
+from guaipeca.store.qdrant.views import QdrantCatalog, QdrantLexical
+from guaipeca.types import CorpusStats
 
 if TYPE_CHECKING:
     from qdrant_client import models
@@ -66,11 +74,8 @@ K1: Final = 1.2
 B: Final = 0.75
 AVGDL_DRIFT: Final = 0.02  # relative change of the average chunk length that refreshes BM25
 FORMAT: Final = 1
-_NS = uuid.uuid5(uuid.NAMESPACE_URL, "https://guaipeca.invalid/qdrant")
-_META_ID = str(uuid.uuid5(_NS, "meta"))
 _BATCH = 256
 _SCROLL = 1000
-_DOC_LIST_FIELDS = ["doc_id", "source_path", "chars", "chunk_count", "metadata"]
 _FILTER_FIELDS = [
     *PAYLOAD_FIELDS.values(),
     "page_start",
@@ -79,10 +84,6 @@ _FILTER_FIELDS = [
     "corpus",
     "enrichment",
 ]
-
-
-def _doc_point_id(doc_id: str) -> str:
-    return str(uuid.uuid5(_NS, "doc:" + doc_id))
 
 
 class QdrantCorpus:
@@ -99,21 +100,21 @@ class QdrantCorpus:
         self._lock = threading.Lock()
         self.language = self._check_meta(language, model, dim)
         self.analyzer = Analyzer(self.language)
-        self._catalog = _QdrantCatalog(self)
+        self._catalog = QdrantCatalog(self)
 
     @property
-    def catalog(self) -> _QdrantCatalog:
+    def catalog(self) -> QdrantCatalog:
         return self._catalog
 
     @property
-    def lexical(self) -> _QdrantLexical:
-        return _QdrantLexical(self)
+    def lexical(self) -> QdrantLexical:
+        return QdrantLexical(self)
 
     # -- plumbing -------------------------------------------------------------------------
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         return self.backend.call(getattr(self.backend.client, method), *args, **kwargs)
 
-    def _kind(self, kind: str) -> models.FieldCondition:
+    def kind(self, kind: str) -> models.FieldCondition:
         m = _models()
         return m.FieldCondition(key="kind", match=m.MatchValue(value=kind))  # type: ignore[no-any-return]
 
@@ -140,7 +141,7 @@ class QdrantCorpus:
             if offset is None:
                 return
 
-    def _retrieve(
+    def retrieve(
         self, ids: Sequence[int | str], payload: bool | Sequence[str] = True
     ) -> list[models.Record]:
         out: list[models.Record] = []
@@ -160,12 +161,12 @@ class QdrantCorpus:
             self._call("upsert", self.collection, points=list(points[i : i + _BATCH]), wait=True)
 
     def _meta(self) -> dict[str, Any]:
-        found = self._retrieve([_META_ID])
+        found = self.retrieve([META_ID])
         return dict(found[0].payload or {}) if found else {}
 
     def _set_meta(self, values: Mapping[str, Any]) -> None:
         self._call(
-            "set_payload", self.collection, payload=dict(values), points=[_META_ID], wait=True
+            "set_payload", self.collection, payload=dict(values), points=[META_ID], wait=True
         )
 
     def _create(self, dim: int) -> None:
@@ -215,7 +216,7 @@ class QdrantCorpus:
             self._upsert(
                 [
                     _models().PointStruct(
-                        id=_META_ID,
+                        id=META_ID,
                         vector={},
                         payload={
                             "kind": "meta",
@@ -263,7 +264,7 @@ class QdrantCorpus:
         """Rewrite every chunk's sparse vector with a new average length."""
         m = _models()
         batch: list[Any] = []
-        for point in self.scroll(m.Filter(must=[self._kind("chunk")]), payload=["text"]):
+        for point in self.scroll(m.Filter(must=[self.kind("chunk")]), payload=["text"]):
             tokens = self.analyzer.tokens(str((point.payload or {}).get("text", "")))
             batch.append(m.PointVectors(id=point.id, vector={"bm25": self._sparse(tokens, avgdl)}))
             if len(batch) >= _BATCH:
@@ -280,7 +281,7 @@ class QdrantCorpus:
         for i in range(0, len(wanted), _SCROLL):
             flt = m.Filter(
                 must=[
-                    self._kind("chunk"),
+                    self.kind("chunk"),
                     m.FieldCondition(
                         key="embed_sha256", match=m.MatchAny(any=wanted[i : i + _SCROLL])
                     ),
@@ -294,8 +295,8 @@ class QdrantCorpus:
         return out
 
     def stored_signature(self, doc_id: str) -> tuple[str, dict[str, Any], str | None] | None:
-        found = self._retrieve(
-            [_doc_point_id(doc_id)], payload=["text_sha256", "metadata", "source_path"]
+        found = self.retrieve(
+            [doc_point_id(doc_id)], payload=["text_sha256", "metadata", "source_path"]
         )
         if not found:
             return None
@@ -317,8 +318,8 @@ class QdrantCorpus:
             meta = self._meta()
             olds = {
                 str((r.payload or {})["doc_id"]): r.payload or {}
-                for r in self._retrieve(
-                    [_doc_point_id(d.doc_id) for d in docs],
+                for r in self.retrieve(
+                    [doc_point_id(d.doc_id) for d in docs],
                     payload=["doc_id", "chunk_pks", "tokens"],
                 )
             }
@@ -347,43 +348,7 @@ class QdrantCorpus:
                 start = next_pk + count
             # Reserve the ids first: a crash after this wastes ids, never reuses them.
             self._set_meta({"next_pk": start})
-            points: list[Any] = []
-            doc_points: list[Any] = []
-            for n, (doc, toks) in enumerate(zip(docs, tokens, strict=True)):
-                if keys is not None:
-                    pks = [int(k) for k in keys[n]]
-                else:
-                    pks = list(range(next_pk, next_pk + len(doc.chunks)))
-                    next_pk += len(doc.chunks)
-                base = _doc_fields(doc)
-                base["corpus"] = self.name
-                enrichments = getattr(doc, "enrichments", ()) or ()
-                for i, (chunk, pk) in enumerate(zip(doc.chunks, pks, strict=True)):
-                    payload = _chunk_payload(base, chunk, doc.embed_hashes[i])
-                    payload["terms"] = sorted({term_index(t) for t in toks[i]})
-                    if i < len(enrichments) and enrichments[i][0]:
-                        payload["enrichment"] = json.loads(enrichments[i][0])
-                    vector = {
-                        "dense": doc.vectors[i].astype(np.float32).tolist(),
-                        "bm25": self._sparse(toks[i], avgdl),
-                    }
-                    points.append(m.PointStruct(id=pk, vector=vector, payload=payload))
-                doc_payload = {
-                    **base,
-                    "kind": "doc",
-                    "text": doc.text,
-                    "text_sha256": doc.text_sha256,
-                    "chars": len(doc.text),
-                    "chunk_count": len(doc.chunks),
-                    "chunk_pks": pks,
-                    "tokens": sum(len(t) for t in toks),
-                    "source_sha256": doc.source_state[0],
-                    "source_size": doc.source_state[1],
-                    "source_mtime_ns": doc.source_state[2],
-                }
-                doc_points.append(
-                    m.PointStruct(id=_doc_point_id(doc.doc_id), vector={}, payload=doc_payload)
-                )
+            points, doc_points = self._points(docs, tokens, keys, next_pk, avgdl)
             self._upsert(points)
             self._upsert(doc_points)
             fresh = {int(p.id) for p in points}
@@ -408,6 +373,44 @@ class QdrantCorpus:
                 log.info("corpus %s: average chunk length moved; refreshing BM25", self.name)
                 self._refresh_bm25(avgdl)
 
+    def _points(
+        self,
+        docs: Sequence[PreparedDocument],
+        tokens: list[list[list[str]]],
+        keys: Sequence[Sequence[int]] | None,
+        next_pk: int,
+        avgdl: float,
+    ) -> tuple[list[Any], list[Any]]:
+        """The chunk points and document points of a write (ids from ``keys`` or from
+        ``next_pk`` on)."""
+        m = _models()
+        points: list[Any] = []
+        doc_points: list[Any] = []
+        for n, (doc, toks) in enumerate(zip(docs, tokens, strict=True)):
+            if keys is not None:
+                pks = [int(k) for k in keys[n]]
+            else:
+                pks = list(range(next_pk, next_pk + len(doc.chunks)))
+                next_pk += len(doc.chunks)
+            base = doc_fields(doc)
+            base["corpus"] = self.name
+            enrichments = getattr(doc, "enrichments", ()) or ()
+            for i, (chunk, pk) in enumerate(zip(doc.chunks, pks, strict=True)):
+                payload = chunk_payload(base, chunk, doc.embed_hashes[i])
+                payload["terms"] = sorted({term_index(t) for t in toks[i]})
+                if i < len(enrichments) and enrichments[i][0]:
+                    payload["enrichment"] = json.loads(enrichments[i][0])
+                vector = {
+                    "dense": doc.vectors[i].astype(np.float32).tolist(),
+                    "bm25": self._sparse(toks[i], avgdl),
+                }
+                points.append(m.PointStruct(id=pk, vector=vector, payload=payload))
+            payload = doc_payload(base, doc, pks, sum(len(t) for t in toks))
+            doc_points.append(
+                m.PointStruct(id=doc_point_id(doc.doc_id), vector={}, payload=payload)
+            )
+        return points, doc_points
+
     def preset_avgdl(self, avgdl: float) -> None:
         """Fix the BM25 average chunk length before a migration writes (its exact value)."""
         with self._lock:
@@ -417,7 +420,7 @@ class QdrantCorpus:
         """Each document's first chunk id (0 for a document without chunks)."""
         m = _models()
         out: dict[str, int] = {}
-        for r in self.scroll(m.Filter(must=[self._kind("doc")]), payload=["doc_id", "chunk_pks"]):
+        for r in self.scroll(m.Filter(must=[self.kind("doc")]), payload=["doc_id", "chunk_pks"]):
             p = r.payload or {}
             pks = p.get("chunk_pks") or [0]
             out[str(p["doc_id"])] = int(pks[0])
@@ -426,7 +429,7 @@ class QdrantCorpus:
     def export_documents(self, doc_ids: Sequence[str]) -> list[tuple[PreparedDocument, list[int]]]:
         """Documents as stored, with their chunks' vectors and ids (for migration)."""
         out = []
-        for doc in self._retrieve([_doc_point_id(d) for d in doc_ids]):
+        for doc in self.retrieve([doc_point_id(d) for d in doc_ids]):
             p = doc.payload or {}
             pks = [int(k) for k in p.get("chunk_pks", [])]
             points = {
@@ -441,7 +444,7 @@ class QdrantCorpus:
                 )
             }
             chunks = [points[k] for k in pks]
-            rows = [_chunk_row(k, c.payload or {}) for k, c in zip(pks, chunks, strict=True)]
+            rows = [chunk_row(k, c.payload or {}) for k, c in zip(pks, chunks, strict=True)]
             vectors = [c.vector["dense"] if isinstance(c.vector, dict) else [] for c in chunks]
             prepared = PreparedDocument(
                 doc_id=str(p["doc_id"]),
@@ -450,7 +453,7 @@ class QdrantCorpus:
                 metadata=dict(p.get("metadata") or {}),
                 source_path=p.get("source_path"),
                 modified=p.get("modified"),
-                chunks=[_span(r) for r in rows],
+                chunks=[chunk_span(r) for r in rows],
                 embed_hashes=[str((c.payload or {})["embed_sha256"]) for c in chunks],
                 vectors=np.asarray(vectors, dtype=np.float32).reshape(len(pks), self.dim),
                 source_state=(
@@ -465,8 +468,8 @@ class QdrantCorpus:
     def delete(self, doc_ids: Sequence[str]) -> int:
         m = _models()
         with self._lock:
-            found = self._retrieve(
-                [_doc_point_id(d) for d in doc_ids], payload=["chunk_pks", "tokens"]
+            found = self.retrieve(
+                [doc_point_id(d) for d in doc_ids], payload=["chunk_pks", "tokens"]
             )
             if not found:
                 return 0
@@ -489,14 +492,14 @@ class QdrantCorpus:
             )
             return len(found)
 
-    def _set_doc_fields(self, doc_id: str, doc: dict[str, Any], chunks: dict[str, Any]) -> bool:
+    def _setdoc_fields(self, doc_id: str, doc: dict[str, Any], chunks: dict[str, Any]) -> bool:
         m = _models()
         with self._lock:
-            if not self._retrieve([_doc_point_id(doc_id)], payload=["doc_id"]):
+            if not self.retrieve([doc_point_id(doc_id)], payload=["doc_id"]):
                 return False
             flt = m.Filter(
                 must=[
-                    self._kind("chunk"),
+                    self.kind("chunk"),
                     m.FieldCondition(key="doc_id", match=m.MatchValue(value=doc_id)),
                 ]
             )
@@ -506,7 +509,7 @@ class QdrantCorpus:
                 "set_payload",
                 self.collection,
                 payload=doc,
-                points=[_doc_point_id(doc_id)],
+                points=[doc_point_id(doc_id)],
                 wait=True,
             )
             return True
@@ -520,11 +523,11 @@ class QdrantCorpus:
             "source_mtime_ns": state[2],
             "modified": modified,
         }
-        return self._set_doc_fields(doc_id, doc, {"modified": modified})
+        return self._setdoc_fields(doc_id, doc, {"modified": modified})
 
     def update_metadata(self, doc_id: str, metadata: Mapping[str, Any]) -> bool:
         value = {"metadata": dict(metadata)}
-        return self._set_doc_fields(doc_id, value, value)
+        return self._setdoc_fields(doc_id, value, value)
 
     def compact(self) -> None:
         """Drop chunk points no document lists; recount lengths and rewrite BM25 exactly."""
@@ -533,13 +536,13 @@ class QdrantCorpus:
             live: set[int] = set()
             tokens = 0
             for r in self.scroll(
-                m.Filter(must=[self._kind("doc")]), payload=["chunk_pks", "tokens"]
+                m.Filter(must=[self.kind("doc")]), payload=["chunk_pks", "tokens"]
             ):
                 live.update((r.payload or {}).get("chunk_pks", []))
                 tokens += int((r.payload or {}).get("tokens", 0))
             orphans = [
                 p.id
-                for p in self.scroll(m.Filter(must=[self._kind("chunk")]), payload=False)
+                for p in self.scroll(m.Filter(must=[self.kind("chunk")]), payload=False)
                 if p.id not in live
             ]
             for i in range(0, len(orphans), _SCROLL):
@@ -567,10 +570,10 @@ class QdrantCorpus:
             return False
         if t.exact:
             inner = t.as_filter()
-            exact: models.Filter = m.Filter(must=[self._kind("chunk"), *([inner] if inner else [])])
+            exact: models.Filter = m.Filter(must=[self.kind("chunk"), *([inner] if inner else [])])
             return exact
         pre = t.as_filter()
-        flt = m.Filter(must=[self._kind("chunk"), *([pre] if pre else [])])
+        flt = m.Filter(must=[self.kind("chunk"), *([pre] if pre else [])])
         ids = [
             p.id
             for p in self.scroll(flt, payload=_FILTER_FIELDS)
@@ -640,22 +643,22 @@ class QdrantCorpus:
     def rows(self, chunk_pks: Sequence[int]) -> dict[int, ChunkRow]:
         wanted = [int(pk) for pk in chunk_pks if int(pk) > 0]
         out: dict[int, ChunkRow] = {}
-        for r in self._retrieve(wanted):
+        for r in self.retrieve(wanted):
             p = r.payload or {}
             if p.get("kind") == "chunk":
-                out[int(r.id)] = _chunk_row(int(r.id), p)
+                out[int(r.id)] = chunk_row(int(r.id), p)
         return out
 
-    def _count(self, cond: Any, kind: str = "chunk") -> int:
+    def count(self, cond: Any, kind: str = "chunk") -> int:
         m = _models()
-        must = [self._kind(kind), *([cond] if cond is not None else [])]
+        must = [self.kind(kind), *([cond] if cond is not None else [])]
         return int(
             self._call("count", self.collection, count_filter=m.Filter(must=must), exact=True).count
         )
 
     def stats(self) -> CorpusStats:
-        chunks = self._count(None)
-        docs = self._count(None, "doc")
+        chunks = self.count(None)
+        docs = self.count(None, "doc")
         return CorpusStats(
             name=self.name,
             language=self.language,
@@ -672,170 +675,3 @@ class QdrantCorpus:
 
     def close(self) -> None:
         """Nothing to release per corpus: the backend owns the client."""
-
-
-def _doc_fields(doc: PreparedDocument) -> dict[str, Any]:
-    filename = extension = None
-    if doc.source_path:
-        filename = Path(doc.source_path).name
-        extension = Path(filename).suffix.lower() or None
-    return {
-        "doc_id": doc.doc_id,
-        "source_path": doc.source_path,
-        "filename": filename,
-        "extension": extension,
-        "modified": doc.modified,
-        "metadata": dict(doc.metadata),
-    }
-
-
-def _chunk_payload(base: Mapping[str, Any], chunk: Any, embed_sha256: str) -> dict[str, Any]:
-    heading = list(chunk.heading_path)
-    return {
-        **base,
-        "kind": "chunk",
-        "position": chunk.position,
-        "start": chunk.start,
-        "end": chunk.end,
-        "text": chunk.text,
-        "heading_path": heading,
-        "heading_path_json": json.dumps(heading, ensure_ascii=False),
-        "section_id": chunk.section_id,
-        "page_start": chunk.page_start,
-        "page_end": chunk.page_end,
-        "page_hi": chunk.page_end if chunk.page_end is not None else chunk.page_start,
-        "embed_sha256": embed_sha256,
-    }
-
-
-def _span(row: ChunkRow) -> ChunkSpan:
-    return ChunkSpan(
-        start=row.start,
-        end=row.end,
-        text=row.text,
-        heading_path=row.heading_path,
-        section_id=row.section_id,
-        position=row.position,
-        page_start=row.page_start,
-        page_end=row.page_end,
-    )
-
-
-def _chunk_row(pk: int, p: Mapping[str, Any]) -> ChunkRow:
-    return ChunkRow(
-        chunk_pk=pk,
-        doc_id=str(p["doc_id"]),
-        position=int(p["position"]),
-        start=int(p["start"]),
-        end=int(p["end"]),
-        heading_path=tuple(p.get("heading_path") or ()),
-        section_id=str(p["section_id"]),
-        page_start=p.get("page_start"),
-        page_end=p.get("page_end"),
-        slot=pk,
-        text=str(p["text"]),
-        source_path=p.get("source_path"),
-        metadata=dict(p.get("metadata") or {}),
-    )
-
-
-class _QdrantLexical:
-    """Document frequencies for the reranker, from the chunks' ``terms`` payload."""
-
-    def __init__(self, corpus: QdrantCorpus) -> None:
-        self._c = corpus
-
-    def doc_freqs(self, tokens: Iterable[str]) -> tuple[int, dict[str, int]]:
-        m = _models()
-        count = self._c._count
-        freqs = {
-            t: count(m.FieldCondition(key="terms", match=m.MatchValue(value=term_index(t))))
-            for t in set(tokens)
-        }
-        return count(None), freqs
-
-
-class _QdrantCatalog:
-    """Document-level reads; satisfies :class:`~.backend.CatalogReader`."""
-
-    def __init__(self, corpus: QdrantCorpus) -> None:
-        self._c = corpus
-
-    def document(self, doc_id: str) -> DocRow | None:
-        found = self._c._retrieve([_doc_point_id(doc_id)])
-        if not found:
-            return None
-        p = found[0].payload or {}
-        return DocRow(
-            0,
-            str(p["doc_id"]),
-            p.get("source_path"),
-            str(p["text"]),
-            dict(p.get("metadata") or {}),
-            int(p["chunk_count"]),
-        )
-
-    def document_chunks(
-        self, doc_id: str, first: int = 0, last: int | None = None
-    ) -> list[ChunkRow]:
-        found = self._c._retrieve([_doc_point_id(doc_id)], payload=["chunk_pks"])
-        if not found:
-            return []
-        pks = list((found[0].payload or {}).get("chunk_pks", []))
-        # chunk_pks is in position order and positions count from 0.
-        hi = len(pks) if last is None else last + 1
-        rows = self._c.rows(pks[max(0, first) : max(0, hi)])
-        hi_pos = last if last is not None else 2**62
-        return sorted(
-            (r for r in rows.values() if first <= r.position <= hi_pos), key=lambda r: r.position
-        )
-
-    def list_documents(
-        self, *, where: Mapping[str, Any] | None, corpus: str, limit: int, offset: int
-    ) -> list[tuple[str, str | None, int, int, dict[str, Any]]]:
-        m = _models()
-        if where:
-            flt = self._c.chunk_filter(where)
-            if flt is False:
-                return []
-            assert not isinstance(flt, bool)
-            doc_ids = sorted(
-                {str((p.payload or {})["doc_id"]) for p in self._c.scroll(flt, payload=["doc_id"])}
-            )[offset : offset + limit]
-            records = self._c._retrieve(
-                [_doc_point_id(d) for d in doc_ids], payload=_DOC_LIST_FIELDS
-            )
-        else:
-            records = list(
-                self._c.scroll(m.Filter(must=[self._c._kind("doc")]), payload=_DOC_LIST_FIELDS)
-            )
-        rows = sorted(
-            (
-                (
-                    str(p["doc_id"]),
-                    p.get("source_path"),
-                    int(p["chars"]),
-                    int(p["chunk_count"]),
-                    dict(p.get("metadata") or {}),
-                )
-                for p in (r.payload or {} for r in records)
-            ),
-            key=lambda t: t[0],
-        )
-        return rows if where else rows[offset : offset + limit]
-
-    def source_states(self) -> list[tuple[str, str | None, str | None, int | None, int | None]]:
-        m = _models()
-        fields = ["doc_id", "source_path", "source_sha256", "source_size", "source_mtime_ns"]
-        records = self._c.scroll(m.Filter(must=[self._c._kind("doc")]), payload=fields)
-        out = [
-            (
-                str(p["doc_id"]),
-                p.get("source_path"),
-                p.get("source_sha256"),
-                p.get("source_size"),
-                p.get("source_mtime_ns"),
-            )
-            for p in (r.payload or {} for r in records)
-        ]
-        return sorted(out, key=lambda t: t[0])
