@@ -140,7 +140,9 @@ def _main(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
     ] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log more to stderr.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Log more detail to stderr.")
+    ] = False,
 ) -> None:
     _state.config = config
     logging.basicConfig(
@@ -374,15 +376,24 @@ def _print_report(report: SyncReport, idx: Index, as_json: bool) -> None:
 
 @app.command()
 def search(
-    query: Annotated[str, typer.Argument(help="What to look for.")],
-    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, max=1000, help="Hits.")] = 5,
-    mode: Annotated[str, typer.Option(help="hybrid, dense or keyword.")] = "hybrid",
+    query: Annotated[str, typer.Argument(help="What to look for: a question or keywords.")],
+    top_k: Annotated[
+        int, typer.Option("--top-k", "-k", min=1, max=1000, help="How many hits to print.")
+    ] = 5,
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="hybrid (keywords and meaning), keyword (exact terms, no model) or dense "
+            "(meaning)."
+        ),
+    ] = "hybrid",
     corpus: Annotated[
-        list[str] | None, typer.Option("--corpus", "-c", help="Search only this corpus (repeat).")
+        list[str] | None,
+        typer.Option("--corpus", "-c", help="Search only this corpus; repeat it for several."),
     ] = None,
     where: Annotated[
         str | None,
-        typer.Option(help='Metadata filter as JSON, e.g. \'{"extension": ".pdf", "page": 3}\'.'),
+        typer.Option(help='A metadata filter as JSON, e.g. \'{"extension": "pdf", "page": 3}\'.'),
     ] = None,
     rerank: Annotated[
         bool | None,
@@ -394,15 +405,22 @@ def search(
     ] = None,
     top_k_before: Annotated[
         int | None,
-        typer.Option(min=1, max=10_000, help="Candidates reranked (default: search.top_k_before)."),
+        typer.Option(
+            min=1,
+            max=10_000,
+            help="How many candidates the reranker sees (default: top_k_before under search "
+            "in the config).",
+        ),
     ] = None,
     section_mode: Annotated[
         bool, typer.Option("--sections", help="One hit per section, with its whole text.")
     ] = False,
     return_mode: Annotated[
-        str, typer.Option(help="chunks, documents or auto (documents when they fit).")
+        str, typer.Option(help="chunks, documents, or auto (documents when they fit).")
     ] = "chunks",
-    as_json: Annotated[bool, typer.Option("--json", help="Print hits as JSON.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the hits as JSON, for scripts.")
+    ] = False,
 ) -> None:
     """Search the index and print ranked hits with source, page, heading path and span."""
     from guaipeca.cli.corpora import search_scope
@@ -686,10 +704,13 @@ def install_service(
     ] = "200%",
     host: Annotated[str | None, typer.Option(help="--host for serve (default: config).")] = None,
     port: Annotated[
-        int | None, typer.Option(min=1, max=65535, help="--port for serve (default: config).")
+        int | None,
+        typer.Option(
+            min=1, max=65535, help="The port the unit's serve listens on (default: the config's)."
+        ),
     ] = None,
     print_only: Annotated[
-        bool, typer.Option("--print", help="Print the unit; write nothing.")
+        bool, typer.Option("--print", help="Print the unit instead of writing it.")
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing unit.")] = False,
 ) -> None:
@@ -812,9 +833,11 @@ def _download_model(loaded: LoadedSettings) -> None:
 def migrate(
     to: Annotated[str, typer.Option("--to", help="Target backend: qdrant or embedded.")],
     corpora: Annotated[
-        list[str] | None, typer.Argument(help="Corpora to copy (default: all).")
+        list[str] | None, typer.Argument(help="The corpora to copy. Without one, every corpus.")
     ] = None,
-    batch: Annotated[int, typer.Option(min=1, max=10_000, help="Documents per write.")] = 64,
+    batch: Annotated[
+        int, typer.Option(min=1, max=10_000, help="How many documents go in one write.")
+    ] = 64,
     restart: Annotated[
         bool, typer.Option("--restart", help="Ignore the checkpoint of an earlier run.")
     ] = False,
@@ -829,7 +852,7 @@ def migrate(
 @app.command()
 def compact(
     corpora: Annotated[
-        list[str] | None, typer.Argument(help="Corpora to compact (default: all).")
+        list[str] | None, typer.Argument(help="The corpora to compact. Without one, every corpus.")
     ] = None,
 ) -> None:
     """Reclaim space left by deleted documents and refresh BM25 statistics."""
@@ -849,7 +872,7 @@ def compact(
 @app.command()
 def check(
     corpora: Annotated[
-        list[str] | None, typer.Argument(help="Corpora to check (default: all).")
+        list[str] | None, typer.Argument(help="The corpora to check. Without one, every corpus.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
@@ -920,7 +943,7 @@ def eval_(
         ),
     ] = None,
     top_k: Annotated[
-        int, typer.Option("--top-k", min=1, max=1000, help="Documents ranked per query.")
+        int, typer.Option("--top-k", min=1, max=1000, help="How many documents each query ranks.")
     ] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
