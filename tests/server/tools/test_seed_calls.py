@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp_types import CallToolResult, TextContent
@@ -23,6 +24,8 @@ from guaipeca import Index
 from guaipeca.config import load_settings
 from guaipeca.embed import HashingEmbedder
 from guaipeca.server import Service, build_server
+from guaipeca.server.http import build_app
+from support.http import LiveServer
 
 REPORT = """\
 # Annual report
@@ -274,3 +277,30 @@ async def test_a_rag_og_tool_set(client: Client) -> None:
     assert filtered["hits"]
     assert all("HFM data audit" in h["heading_path"] for h in filtered["hits"])
     assert json.dumps(filtered["filter"])  # the filter it applied is shown
+
+
+# -- over HTTP, against a running server ---------------------------------------------------
+def test_seed_calls_over_streamable_http(service: Service) -> None:
+    """A few of the calls again, through the MCP client to a server on 127.0.0.1."""
+
+    async def main(url: str) -> dict[str, dict[str, Any]]:
+        async with Client(f"{url}/mcp") as mcp:
+            out = {}
+            for name, args in (
+                ("search", {"query": "HFM data audit", "top_k": 2, "hybrid": True}),
+                ("get_toc", {"corpus": "epm-docs"}),
+                ("index", {"corpus": "all", "force": False}),
+                ("keyword_and_semantic_search", {"query": "revenue", "top_k_after": 1}),
+            ):
+                result = await mcp.call_tool(name, args)
+                assert not result.is_error, result.content
+                assert isinstance(result.structured_content, dict)
+                out[name] = result.structured_content
+            return out
+
+    with LiveServer(lambda port: build_app(service, host="127.0.0.1", port=port)) as live:
+        out = anyio.run(main, live.url)
+    assert out["search"]["mode"] == "hybrid" and out["search"]["hits"]
+    assert {d["doc_id"] for d in out["get_toc"]["documents"]} == {"memo.md", "report.md"}
+    assert [c["corpus"] for c in out["index"]["corpora"]] == ["epm-docs"]
+    assert out["keyword_and_semantic_search"]["count"] == 1
