@@ -143,3 +143,18 @@ def test_a_keyword_search_does_not_load_the_model(tmp_path: Path) -> None:
     assert cli("search", "backup", "--mode", "keyword") == "no model"
     assert cli("status") == "no model"
     assert cli("search", "backup") == "model loaded"  # hybrid needs the query's vector
+
+
+def test_index_from_another_folder_without_a_config_does_not_empty_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    here = folder(tmp_path, "here", {"a.md": "# A\n\nAlpacas graze on hay."})
+    there = folder(tmp_path, "there", {"b.md": "# B\n\nBison roam the plains."})
+    monkeypatch.chdir(here)
+    assert run(capsys, "index")[1].startswith("default: 1 added")
+    monkeypatch.chdir(there)
+    code, out, err = run(capsys, "index")
+    assert code == EXIT_OK and out.startswith("there: 1 added") and "0 removed" in out
+    assert "corpus 'default' holds" in err
+    code, out, _ = run(capsys, "search", "alpacas bison", "--json")  # no config: every corpus
+    assert {h["doc_id"] for h in json.loads(out)} == {"a.md", "b.md"}
