@@ -43,7 +43,6 @@ NOT_YET_SPLIT = {
     "guaipeca.config.settings",
     "guaipeca.convert.pdf",
     "guaipeca.store.embedded.corpus",
-    "guaipeca.store.filters",
 }
 
 
