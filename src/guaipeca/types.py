@@ -84,6 +84,9 @@ class Hit:
     snippet: str
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    # False while the chunk waits for its vector (progressive indexing): it was found by
+    # keyword only, and dense search cannot see it yet.
+    embedded: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view (tuples become lists)."""
@@ -110,6 +113,7 @@ class Hit:
             "snippet": self.snippet,
             "text": self.text,
             "metadata": self.metadata,
+            "embedded": self.embedded,
         }
 
 
@@ -175,6 +179,8 @@ class AddReport:
     chunks: int = 0
     chunks_embedded: int = 0
     chunks_reused: int = 0
+    # Chunks committed for keyword search whose vectors come later (progressive indexing).
+    chunks_pending: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +193,10 @@ class CorpusStats:
     vector_bytes: int
     catalog_bytes: int
     lexical_bytes: int
+    # Chunks searchable by keyword whose vectors are not written yet (progressive indexing).
+    pending_chunks: int = 0
+    # Estimated seconds until they are embedded (at the last measured rate); None: unknown.
+    pending_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,3 +213,16 @@ class IndexStats:
     @property
     def chunks(self) -> int:
         return sum(c.chunks for c in self.corpora)
+
+    @property
+    def pending_chunks(self) -> int:
+        """Chunks searchable by keyword only, waiting for their vectors."""
+        return sum(c.pending_chunks for c in self.corpora)
+
+    @property
+    def pending_seconds(self) -> float | None:
+        """Estimated seconds until every pending chunk is embedded (None: unknown)."""
+        if not self.pending_chunks:
+            return 0.0
+        parts = [c.pending_seconds for c in self.corpora if c.pending_chunks]
+        return None if any(p is None for p in parts) else sum(p or 0.0 for p in parts)

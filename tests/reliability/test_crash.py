@@ -32,6 +32,7 @@ from support.reliability import (
     drain,
     folder_state,
     kill,
+    marker,
     report,
     scaled,
     start_server,
@@ -283,3 +284,72 @@ def test_server_upload_survives_sigkill(tmp_path: Path, real_embedder: MemoEmbed
         uploads_acknowledged=uploads,
         documents_at_end=len(state),
     )
+
+
+# -- progressive indexing: kills in the keyword phase and in the embedding phase --------------
+
+PROGRESSIVE_DRIVER = Path(__file__).with_name("driver_progressive.py")
+
+
+def test_progressive_phases_survive_sigkill(tmp_path: Path) -> None:
+    """A child commits documents for keyword search, then embeds them round by round, and
+    is killed at random. After each kill: the index passes its check, every document whose
+    keyword commit was announced is there and found by keyword, no chunk whose vector was
+    announced has lost it, and the next process finishes the embedding phase by itself."""
+    kills = scaled(12, 100)
+    rng = random.Random(2112)
+    path = tmp_path / "index"
+    state: dict[str, str] = {}
+    killed = 0
+    embedded_floor = 0
+    for _ in range(kills):
+        proc = subprocess.Popen(
+            [sys.executable, str(PROGRESSIVE_DRIVER), str(path), str(rng.randrange(2**31))],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_for_line(proc, "ready")
+        lines: list[str] = []
+        reader = threading.Thread(target=lines.extend, args=(proc.stdout or (),))
+        reader.start()
+        time.sleep(rng.uniform(0.1, 1.5))
+        killed += kill(proc)
+        reader.join(30)
+        _, err = drain(proc)
+        assert "Traceback" not in err, err
+        current: dict[str, str] = {}
+        for line in (x.rstrip("\n") for x in lines if x.endswith("\n")):
+            if line.startswith("begin "):
+                current = json.loads(line[len("begin ") :])
+            elif line == "keyword":
+                state.update(current)
+                current = {}
+            elif line.startswith("embedded "):
+                embedded_floor = max(embedded_floor, int(line.split()[1]))
+        with Index(path, embedder=HashingEmbedder()) as index:
+            stats = index.stats()
+            # No finished vector is lost (the driver only adds, so the count never shrinks).
+            assert stats.chunks - stats.pending_chunks >= embedded_floor
+            # Every committed document is there and found by keyword, vectors or not; the
+            # documents of a keyword commit cut by the kill are all there or all absent.
+            in_flight: dict[str, tuple[str | None, str | None]] = {
+                d: (None, t) for d, t in current.items()
+            }
+            found = assert_index_holds(index, dict(state), in_flight)
+            assert len({found[d] is None for d in current}) <= 1
+            state.update({d: t for d, t in found.items() if t is not None})
+            embedded_floor = stats.chunks - stats.pending_chunks
+    # The pending work resumes in the next process and completes: every chunk has a vector
+    # (each hit says so), and the check finds every vector sound.
+    with Index(path, embedder=HashingEmbedder()) as index:
+        index.embed_pending()
+        stats = index.stats()
+        assert stats.pending_chunks == 0
+        for doc_id in sorted(state)[:20]:
+            hits = index.search(marker(doc_id), mode="keyword", top_k=5)
+            assert hits and all(h.embedded for h in hits)
+        assert len(index.search("river stone", mode="dense", top_k=5)) == 5
+        assert index.verify().ok
+    assert killed >= kills * 0.9
+    report("crash-progressive", kills=killed, documents_at_end=len(state), chunks=stats.chunks)

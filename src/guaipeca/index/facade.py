@@ -7,6 +7,7 @@ identical rankings.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
@@ -29,9 +30,15 @@ from guaipeca.errors import (
     NotFoundError,
 )
 from guaipeca.index import results
+from guaipeca.index.background import BackgroundEmbedder
 from guaipeca.index.heap import trim_c_heap
 from guaipeca.index.results import Scored
-from guaipeca.index.write import DocumentWriter, as_new_documents, check_metadata
+from guaipeca.index.write import (
+    DocumentWriter,
+    EmbedProgress,
+    as_new_documents,
+    check_metadata,
+)
 from guaipeca.search.fusion import weighted_rrf
 from guaipeca.store import normalise_where, validate_where
 from guaipeca.store.contract import Backend, CorpusStore, valid_corpus_name
@@ -102,6 +109,11 @@ class Index:
         self._broken: dict[str, GuaipecaError] = {}
         self._lock = threading.Lock()
         self._writer = DocumentWriter(self.settings, self.embedder, self._base_name)
+        # One embedding phase at a time per index: an input is never embedded twice.
+        self._embed_lock = threading.Lock()
+        self._background: BackgroundEmbedder | None = None
+        #: Called by background embedding after each round (the server logs it).
+        self.on_background_progress: EmbedProgress | None = None
         # While a backend server is down: why, and when discovery was last tried.
         self._backend_down: tuple[BackendUnavailableError, float] | None = None
         if backend is not None:
@@ -251,6 +263,7 @@ class Index:
         metadata: Mapping[str, Any] | None = None,
         *,
         corpus: str = "default",
+        wait: bool = True,
     ) -> AddReport:
         """Insert or replace documents; unchanged ones are skipped, unchanged chunks reuse
         their vectors.
@@ -258,11 +271,59 @@ class Index:
         ``docs`` is ``{doc_id: text}`` or :class:`NewDocument` items (with per-document
         metadata, which is merged over ``metadata``).
 
+        Progressive indexing: the documents are committed first, searchable by keyword at
+        once, and their new chunks are embedded afterwards. ``wait=True`` returns when they
+        are embedded too; ``wait=False`` returns after the keyword phase and leaves the
+        chunks pending (:meth:`embed_pending` or :meth:`embed_in_background` embeds them).
+        The Qdrant backend always embeds before it writes.
+
         Raises:
             InvalidArgumentError: an id, text or metadata value is unusable.
         """
         items = as_new_documents(docs, check_metadata(metadata or {}))
-        return self._writer.add(self._ensure_corpus(corpus), items)
+        report = self._writer.add(self._ensure_corpus(corpus), items, defer=True)
+        if not wait or not report.chunks_pending:
+            return report
+        embedded = self.embed_pending(corpus)
+        return dataclasses.replace(report, chunks_embedded=embedded, chunks_pending=0)
+
+    def embed_pending(
+        self,
+        corpus: str | None = None,
+        *,
+        stop: threading.Event | None = None,
+        progress: EmbedProgress | None = None,
+    ) -> int:
+        """The embedding phase: embed every pending chunk (of ``corpus``, or of all), each
+        round committed on its own, until none are left or ``stop`` is set. Returns how many
+        inputs were embedded. ``progress(embedded, still_pending)`` follows each round."""
+        names = [corpus] if corpus is not None else self.corpora
+        embedded = 0
+        with self._embed_lock:
+            for name in names:
+                store = self._corpora.get(name)
+                if isinstance(store, Corpus) and store.pending_count():
+                    embedded += self._writer.embed_pending(store, stop=stop, progress=progress)
+        return embedded
+
+    def pending_chunks(self) -> int:
+        """Chunks searchable by keyword only, still waiting for their vectors."""
+        return sum(s.pending_count() for s in self._corpora.values() if isinstance(s, Corpus))
+
+    def embed_in_background(self) -> None:
+        """Embed pending chunks in a background thread (started on first use); reads and
+        writes go on meanwhile. Call it after ``add_documents(..., wait=False)``."""
+        with self._lock:
+            if self._background is None:
+                self._background = BackgroundEmbedder(
+                    lambda stop: self.embed_pending(stop=stop, progress=self.on_background_progress)
+                )
+        self._background.wake()
+
+    def wait_for_embedding(self, timeout: float | None = None) -> bool:
+        """Wait until background embedding has nothing left to do; False on timeout."""
+        background = self._background
+        return background is None or background.wait_idle(timeout)
 
     def update_metadata(
         self,
@@ -542,6 +603,8 @@ class Index:
         trim_c_heap()
 
     def close(self) -> None:
+        if self._background is not None:
+            self._background.close()
         for corpus in self._corpora.values():
             corpus.close()
         self._corpora.clear()

@@ -323,4 +323,10 @@ def chunk_from_row(corpus: str, row: ChunkRow) -> Chunk:
 
 
 def hit_from_row(corpus: str, row: ChunkRow, score: float, parts: ScoreParts, snippet: str) -> Hit:
-    return Hit(**_row_fields(corpus, row), score=score, scores=parts, snippet=snippet)
+    return Hit(
+        **_row_fields(corpus, row),
+        score=score,
+        scores=parts,
+        snippet=snippet,
+        embedded=row.embedded,
+    )

@@ -12,7 +12,8 @@ import dataclasses
 import hashlib
 import json
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,12 +28,18 @@ from guaipeca.errors import InvalidArgumentError
 from guaipeca.store import ChunkRow
 from guaipeca.store.contract import CorpusStore, PreparedDocument
 from guaipeca.store.embedded import Catalog
+from guaipeca.store.embedded.corpus import Corpus
 from guaipeca.types import AddReport, ChunkSpan, NewDocument
 
 MAX_DOC_ID_CHARS = 1024
 # Chunks gathered before one embedding batch and one corpus write: large enough to keep the
 # model's batches full, small enough that a huge folder never sits in memory at once.
 _WRITE_BATCH_CHUNKS = 2048
+# Pending chunks taken per round of the embedding phase: one commit each, so a kill loses
+# at most one round; large enough that sorting by length keeps the model's batches even.
+EMBED_ROUND_CHUNKS = 1024
+#: Called with (chunks embedded so far, chunks still pending) after each round.
+EmbedProgress = Callable[[int, int], None]
 
 
 class DocumentWriter:
@@ -46,10 +53,18 @@ class DocumentWriter:
         self._lock = threading.Lock()
         self._llm: LLMEnricher | None = None  # built on first use when enrich.url is set
 
-    def add(self, store: CorpusStore, items: Sequence[NewDocument]) -> AddReport:
-        """Insert or replace ``items`` (already checked) in ``store``."""
+    def add(
+        self, store: CorpusStore, items: Sequence[NewDocument], *, defer: bool = False
+    ) -> AddReport:
+        """Insert or replace ``items`` (already checked) in ``store``.
+
+        ``defer``: the keyword phase only — chunks whose input has no stored vector are
+        committed as pending (searchable by keyword) and :meth:`embed_pending` embeds them
+        later. Stores without pending work (Qdrant) always embed before they write.
+        """
+        defer = defer and isinstance(store, Corpus)
         counts = {"added": 0, "replaced": 0, "unchanged": 0, "metadata_updated": 0}
-        chunk_totals = {"chunks": 0, "embedded": 0, "reused": 0}
+        chunk_totals = {"chunks": 0, "embedded": 0, "reused": 0, "pending": 0}
         pending: list[_Pending] = []
         pending_chunks = 0
         for item in items:
@@ -70,9 +85,9 @@ class DocumentWriter:
             pending.append(prepared)
             pending_chunks += len(prepared.chunks)
             if pending_chunks >= _WRITE_BATCH_CHUNKS:
-                self._flush(store, pending, chunk_totals)
+                self._flush(store, pending, chunk_totals, defer)
                 pending, pending_chunks = [], 0
-        self._flush(store, pending, chunk_totals)
+        self._flush(store, pending, chunk_totals, defer)
         return AddReport(
             added=counts["added"],
             replaced=counts["replaced"],
@@ -81,7 +96,44 @@ class DocumentWriter:
             chunks=chunk_totals["chunks"],
             chunks_embedded=chunk_totals["embedded"],
             chunks_reused=chunk_totals["reused"],
+            chunks_pending=chunk_totals["pending"],
         )
+
+    def embed_pending(
+        self,
+        store: Corpus,
+        *,
+        stop: threading.Event | None = None,
+        progress: EmbedProgress | None = None,
+    ) -> int:
+        """The embedding phase: embed the pending chunks of ``store`` in rounds, each
+        written in one commit, until none are left or ``stop`` is set. Each distinct input is
+        embedded once: inputs repeated in a round, or already stored, are reused. Returns
+        how many inputs were embedded."""
+        embedded = 0
+        while stop is None or not stop.is_set():
+            work = store.pending_work(EMBED_ROUND_CHUNKS)
+            if not work:
+                break
+            started = time.perf_counter()
+            known = store.known_vectors(h for _, h, _ in work)
+            todo: dict[str, str] = {}
+            for _, h, text in work:
+                if h not in known:
+                    todo.setdefault(h, text)
+            # Sorted by length: the model pads each batch to its longest input.
+            order = sorted(todo, key=lambda h: len(todo[h]))
+            if order:
+                vectors = self._embedder.embed_passages([todo[h] for h in order])
+                known.update(zip(order, np.asarray(vectors, dtype=np.float32), strict=True))
+            store.fill_pending({pk: known[h] for pk, h, _ in work})
+            embedded += len(order)
+            seconds = time.perf_counter() - started
+            if seconds > 0:
+                store.catalog.set_meta({"embed_rate": f"{len(work) / seconds:.3f}"})
+            if progress is not None:
+                progress(embedded, store.pending_count())
+        return embedded
 
     def reembed(self, catalog: Catalog, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Vectors for stored chunks, embedded again from the catalog's text — only those
@@ -146,7 +198,9 @@ class DocumentWriter:
     def _hash(self, embedding_input: str) -> str:
         return hashlib.sha256((self._salt + embedding_input).encode("utf-8")).hexdigest()
 
-    def _flush(self, store: CorpusStore, pending: list[_Pending], totals: dict[str, int]) -> None:
+    def _flush(
+        self, store: CorpusStore, pending: list[_Pending], totals: dict[str, int], defer: bool
+    ) -> None:
         if not pending:
             return
         self._llm_enrich(store, pending)
@@ -156,17 +210,24 @@ class DocumentWriter:
             for h, s in zip(p.hashes, p.inputs, strict=True):
                 if h not in known:
                     missing.setdefault(h, s)
-        if missing:
+        if missing and not defer:
             vectors = self._embedder.embed_passages(list(missing.values()))
             known.update(zip(missing.keys(), vectors, strict=True))
         dim = self._embedder.dimension
+        zero = np.zeros(dim, dtype=np.float32)
         docs = []
         for p in pending:
             vecs = (
-                np.vstack([known[h] for h in p.hashes]).astype(np.float32)
+                np.vstack([known.get(h, zero) for h in p.hashes]).astype(np.float32)
                 if p.hashes
                 else np.zeros((0, dim), dtype=np.float32)
             )
+            waiting: list[str | None] = []
+            if defer:
+                waiting = [
+                    None if h in known else s for h, s in zip(p.hashes, p.inputs, strict=True)
+                ]
+                totals["pending"] += sum(1 for w in waiting if w is not None)
             docs.append(
                 PreparedDocument(
                     doc_id=p.item.doc_id,
@@ -180,11 +241,15 @@ class DocumentWriter:
                     vectors=vecs,
                     source_state=_source_state(p.item),
                     enrichments=stored_form(p.enrichments),
+                    pending=waiting if any(w is not None for w in waiting) else (),
                 )
             )
             totals["chunks"] += len(p.chunks)
-        totals["embedded"] += len(missing)
-        totals["reused"] += sum(len(p.hashes) for p in pending) - len(missing)
+        if defer:
+            totals["reused"] += sum(1 for p in pending for h in p.hashes if h in known)
+        else:
+            totals["embedded"] += len(missing)
+            totals["reused"] += sum(len(p.hashes) for p in pending) - len(missing)
         store.write(docs)
 
     def _llm_enrich(self, store: CorpusStore, pending: list[_Pending]) -> None:

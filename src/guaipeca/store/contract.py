@@ -70,6 +70,8 @@ class ChunkRow:
     text: str
     source_path: str | None
     metadata: dict[str, Any]
+    # False while the chunk waits for its vector (progressive indexing): keyword only.
+    embedded: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +100,9 @@ class PreparedDocument:
     source_state: tuple[str | None, int | None, int | None] = (None, None, None)
     # Per chunk: enrichment JSON and its (kind, term) pairs (SPEC §8); empty: none.
     enrichments: Sequence[tuple[str | None, tuple[tuple[str, str], ...]]] = ()
+    # Per chunk: the input still to embed when its vector comes later (progressive indexing;
+    # its row in ``vectors`` is ignored), or None; empty: every vector is given.
+    pending: Sequence[str | None] = ()
 
 
 @runtime_checkable

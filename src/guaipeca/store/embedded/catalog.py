@@ -49,9 +49,12 @@ class ChunkRecord:
 _CHUNK_SELECT = """
     SELECT c.chunk_pk, d.doc_id, c.position, c.start, c."end", c.heading_path, c.section_id,
            c.page_start, c.page_end, c.slot, substr(d.text, c.start + 1, c."end" - c.start),
-           d.source_path, d.metadata
+           d.source_path, d.metadata,
+           c.chunk_pk NOT IN (SELECT chunk_pk FROM pending_vectors)
     FROM chunks c JOIN documents d ON d.doc_pk = c.doc_pk
 """
+# Chunks whose vector is written (not waiting in pending_vectors).
+_EMBEDDED = "chunk_pk NOT IN (SELECT chunk_pk FROM pending_vectors)"
 
 
 def _chunk_row(r: Sequence[Any]) -> ChunkRow:
@@ -74,6 +77,7 @@ def _chunk_row(r: Sequence[Any]) -> ChunkRow:
         text=r[10],
         source_path=r[11],
         metadata=json.loads(r[12]),
+        embedded=bool(r[13]),
     )
 
 
@@ -171,7 +175,8 @@ class Catalog:
     def slot_map(self) -> tuple[npt.NDArray[np.int64], int]:
         """``slot -> chunk_pk`` (-1 where free), and the high-water mark of used slots."""
         with self._reading() as db:
-            rows = db.execute("SELECT slot, chunk_pk FROM chunks").fetchall()
+            # Pending chunks hold a reserved slot with no vector yet: not live for readers.
+            rows = db.execute(f"SELECT slot, chunk_pk FROM chunks WHERE {_EMBEDDED}").fetchall()
             hw_row = db.execute("SELECT value FROM meta WHERE key = 'high_water'").fetchone()
         high_water = int(hw_row[0]) if hw_row else 0
         mapping = np.full(high_water, -1, dtype=np.int64)
@@ -246,7 +251,7 @@ class Catalog:
                 marks = ",".join("?" * len(part))
                 for h, slot in db.execute(
                     f"SELECT embed_sha256, min(slot) FROM chunks WHERE embed_sha256 IN ({marks}) "
-                    "GROUP BY embed_sha256",
+                    f"AND {_EMBEDDED} GROUP BY embed_sha256",
                     part,
                 ):
                     out[str(h)] = int(slot)
@@ -275,10 +280,13 @@ class Catalog:
         return [(r[0], r[1], r[2], r[3], json.loads(r[4])) for r in rows]
 
     def filtered_slots(
-        self, where: Mapping[str, Any] | None, *, corpus: str
+        self, where: Mapping[str, Any] | None, *, corpus: str, embedded_only: bool = False
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """``(chunk_pks, slots)`` of the chunks that match ``where``."""
+        """``(chunk_pks, slots)`` of the chunks that match ``where`` (``embedded_only``: only
+        those with a vector, for dense scans; keyword search sees every committed chunk)."""
         sql_where, params = compile_where(where, corpus=corpus)
+        if embedded_only:
+            sql_where = f"({sql_where}) AND c.{_EMBEDDED}"
         with self._reading() as db:
             rows = db.execute(
                 "SELECT c.chunk_pk, c.slot FROM chunks c JOIN documents d ON d.doc_pk = c.doc_pk "
@@ -396,11 +404,27 @@ class Catalog:
             return [tuple(r) for r in db.execute(sql, list(params))]
 
     def live_hashes(self) -> list[tuple[int, str]]:
-        """``(slot, embedding-input hash)`` of every chunk, by slot (for the vector backup)."""
-        return [
-            (int(a), str(b))
-            for a, b in self.read_sql("SELECT slot, embed_sha256 FROM chunks ORDER BY slot")
-        ]
+        """``(slot, embedding-input hash)`` of every chunk with a vector, by slot (for the
+        vector backup)."""
+        sql = f"SELECT slot, embed_sha256 FROM chunks WHERE {_EMBEDDED} ORDER BY slot"
+        return [(int(a), str(b)) for a, b in self.read_sql(sql)]
+
+    def pending_count(self) -> int:
+        """Chunks committed by the keyword phase that still wait for their vector."""
+        return int(self.read_sql("SELECT count(*) FROM pending_vectors")[0][0])
+
+    def pending_slots(self) -> list[int]:
+        """The slots reserved for pending chunks (for the integrity check)."""
+        sql = "SELECT c.slot FROM pending_vectors p JOIN chunks c ON c.chunk_pk = p.chunk_pk"
+        return [int(r[0]) for r in self.read_sql(sql)]
+
+    def pending_work(self, limit: int) -> list[tuple[int, str, str]]:
+        """The oldest ``limit`` pending chunks: ``(chunk_pk, embedding-input hash, input)``."""
+        sql = (
+            "SELECT p.chunk_pk, c.embed_sha256, p.input FROM pending_vectors p "
+            "JOIN chunks c ON c.chunk_pk = p.chunk_pk ORDER BY p.chunk_pk LIMIT ?"
+        )
+        return [(int(a), str(b), str(c)) for a, b, c in self.read_sql(sql, (limit,))]
 
     def hashes_at(self, slots: Iterable[int]) -> dict[int, str]:
         """``slot -> embedding-input hash`` of the chunks in these slots."""
@@ -497,7 +521,8 @@ class WriteTxn:
         return {
             str(h): int(s)
             for h, s in self._db.execute(
-                "SELECT embed_sha256, slot FROM chunks WHERE doc_pk = ?", (doc_pk,)
+                f"SELECT embed_sha256, slot FROM chunks WHERE doc_pk = ? AND {_EMBEDDED}",
+                (doc_pk,),
             )
         }
 
@@ -542,8 +567,13 @@ class WriteTxn:
         chunks: Sequence[ChunkRecord],
         slots: Sequence[int],
         source_state: tuple[str | None, int | None, int | None] = (None, None, None),
+        pending: Sequence[str | None] = (),
     ) -> list[int]:
-        """Insert a document and its chunks; returns the new chunk_pks in position order."""
+        """Insert a document and its chunks; returns the new chunk_pks in position order.
+
+        ``pending``: per chunk, the input still to embed (its slot holds no vector yet), or
+        None for a chunk whose vector is written in this transaction; empty: none pending.
+        """
         filename = extension = None
         if source_path:
             name = Path(source_path).name
@@ -595,8 +625,34 @@ class WriteTxn:
                     [(term, kind, pk) for kind, term in rec.terms],
                 )
             pks.append(pk)
-            self.added.append((slot, pk))
+            todo = pending[len(pks) - 1] if pending else None
+            if todo is None:
+                self.added.append((slot, pk))
+            else:
+                self._db.execute(
+                    "INSERT INTO pending_vectors(chunk_pk, input) VALUES (?, ?)", (pk, todo)
+                )
         return pks
+
+    def take_pending(self, chunk_pks: Sequence[int]) -> dict[int, tuple[int, str]]:
+        """``chunk_pk -> (slot, hash)`` of the given chunks that are still pending, which
+        stop being pending when this transaction commits (their vectors are written in it).
+        Chunks deleted or replaced since they were read are left out."""
+        out: dict[int, tuple[int, str]] = {}
+        for i in range(0, len(chunk_pks), 500):
+            part = list(chunk_pks[i : i + 500])
+            marks = ",".join("?" * len(part))
+            for pk, slot, h in self._db.execute(
+                "SELECT c.chunk_pk, c.slot, c.embed_sha256 FROM pending_vectors p "
+                f"JOIN chunks c ON c.chunk_pk = p.chunk_pk WHERE p.chunk_pk IN ({marks})",
+                part,
+            ):
+                out[int(pk)] = (int(slot), str(h))
+        self._db.executemany(
+            "DELETE FROM pending_vectors WHERE chunk_pk = ?", [(pk,) for pk in out]
+        )
+        self.added.extend((slot, pk) for pk, (slot, _) in out.items())
+        return out
 
     def set_source_state(
         self, doc_id: str, state: tuple[str | None, int | None, int | None], modified: float | None

@@ -301,12 +301,15 @@ class Corpus:
     def _state_path(self) -> Path | None:
         return self.folder / "lexical.state" if self.folder else None
 
-    def _write_state(self, generation: int, clean: bool) -> None:
+    def _write_state(self, generation: int, clean: bool, same_as: int | None = None) -> None:
         path = self._state_path()
         if path is None:
             return
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"generation": generation, "clean": clean}))
+        state: dict[str, Any] = {"generation": generation, "clean": clean}
+        if same_as is not None:
+            state["same_as"] = same_as
+        tmp.write_text(json.dumps(state))
         with tmp.open("rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -318,7 +321,12 @@ class Corpus:
         generation = self.catalog.generation()
         try:
             state = json.loads(path.read_text())
-            ok = state.get("clean") is True and state.get("generation") == generation
+            # "same_as": a vector-only commit (the embedding phase) moved the catalog from
+            # that generation to "generation" without touching the lexical index.
+            ok = state.get("clean") is True and generation in (
+                state.get("generation"),
+                state.get("same_as"),
+            )
             # A lexical folder lost or replaced behind the marker's back holds the wrong count.
             ok = ok and self.lexical.count() == self.catalog.counts()[1]
         except (OSError, ValueError, AttributeError):
@@ -426,6 +434,7 @@ class Corpus:
                             ),
                             slots=slots,
                             source_state=doc.source_state,
+                            pending=doc.pending,
                         )
                         adds.extend(zip(pks, (c.text for c in doc.chunks), strict=True))
                     if vec_slots:
@@ -433,7 +442,8 @@ class Corpus:
                             np.asarray(vec_slots, dtype=np.int64), np.vstack(vec_rows)
                         )
                         self._vectors.flush()
-                        pending += len(vec_slots)
+                        reserved = sum(1 for d in docs for x in d.pending if x is not None)
+                        pending += len(vec_slots) - reserved
                         txn.set_meta("vectors_since_backup", str(pending))
                     lexical_touched = True
                     if deletes:
@@ -482,6 +492,8 @@ class Corpus:
         if old is not None:
             reusable = txn.reusable_vectors(old[0])
             for i, h in enumerate(doc.embed_hashes):
+                if doc.pending and doc.pending[i] is not None:
+                    continue  # a reserved slot of its own, filled by the embedding phase
                 slot = reusable.pop(h, None)
                 if slot is not None:
                     keep[i] = slot
@@ -495,7 +507,11 @@ class Corpus:
                 slot = next(fresh)
                 slots.append(slot)
                 vec_slots.append(slot)
-                vec_rows.append(doc.vectors[i : i + 1])
+                if doc.pending and doc.pending[i] is not None:
+                    # A zero row: the file covers the slot; no reader trusts it yet.
+                    vec_rows.append(np.zeros((1, self.dim), dtype=np.float32))
+                else:
+                    vec_rows.append(doc.vectors[i : i + 1])
         return slots
 
     def _recover_lexical(self, touched: bool) -> None:
@@ -543,6 +559,64 @@ class Corpus:
             new[arr[:, 0]] = arr[:, 1]
         with self._snap_lock:
             self._snap = _Snapshot(generation, new, signs)
+
+    # -- the embedding phase (progressive indexing) ---------------------------------------
+    def pending_count(self) -> int:
+        """Chunks searchable by keyword that still wait for their vector."""
+        return self.catalog.pending_count()
+
+    def pending_work(self, limit: int) -> list[tuple[int, str, str]]:
+        """The oldest pending chunks: ``(chunk_pk, embedding-input hash, input)``."""
+        return self.catalog.pending_work(limit)
+
+    def fill_pending(self, vectors: Mapping[int, F32]) -> int:
+        """Write the vectors of pending chunks (by chunk_pk) into their reserved slots, in
+        one commit; chunks deleted or replaced meanwhile are skipped. Returns how many.
+
+        A reserved slot holds no vector the committed catalog trusts, so writing it before
+        the commit is safe; the lexical index does not change, and its marker says so
+        before the commit (a crash at any point needs no lexical rebuild)."""
+        if not vectors:
+            return 0
+        with self._lock:
+            self._fresh()
+            backup_pending = int(self.catalog.get_meta("vectors_since_backup") or 0)
+            with self.catalog.write() as txn:
+                taken = txn.take_pending(list(vectors))
+                slots = [slot for slot, _ in taken.values()]
+                rows = [np.asarray(vectors[pk], dtype=np.float32)[None, :] for pk in taken]
+                if taken:
+                    self._vectors.write(np.asarray(slots, dtype=np.int64), np.vstack(rows))
+                    self._vectors.flush()
+                    backup_pending += len(taken)
+                    txn.set_meta("vectors_since_backup", str(backup_pending))
+                generation, added, high_water = txn.generation, list(txn.added), txn.high_water
+                if self._lexical_clean_at(generation - 1):
+                    self._write_state(generation, clean=True, same_as=generation - 1)
+            self._publish(
+                generation, [], added, high_water, signs=self._signs_after(slots, rows, high_water)
+            )
+            if taken:
+                self._maybe_backup(backup_pending)
+            return len(taken)
+
+    def _lexical_clean_at(self, generation: int) -> bool:
+        path = self._state_path()
+        if path is None:
+            return False
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return False
+        return (
+            isinstance(state, dict)
+            and state.get("clean") is True
+            and generation
+            in (
+                state.get("generation"),
+                state.get("same_as"),
+            )
+        )
 
     def delete(self, doc_ids: Sequence[str]) -> int:
         """Delete documents (their slots become free for the next write). Returns how many."""
@@ -651,7 +725,7 @@ class Corpus:
                 scores = self._vectors.gather(slots) @ query
                 return _top(snap.slot_to_pk[slots], np.asarray(scores, dtype=np.float64), n)
         if where:
-            pks, slots = self.catalog.filtered_slots(where, corpus=self.name)
+            pks, slots = self.catalog.filtered_slots(where, corpus=self.name, embedded_only=True)
             if len(pks) == 0:
                 return []
             scores = vector_scores(self._vectors, query, high_water, np.asarray(slots))
@@ -697,6 +771,9 @@ class Corpus:
 
     def stats(self) -> CorpusStats:
         docs, chunks, free = self.catalog.counts()
+        pending = self.catalog.pending_count()
+        # chunks/s of the last embedding round (any process): the estimate of time left.
+        rate = float(self.catalog.get_meta("embed_rate") or 0) if pending else 0.0
         return CorpusStats(
             name=self.name,
             language=self.language,
@@ -706,6 +783,8 @@ class Corpus:
             vector_bytes=self._vectors.size_bytes(),
             catalog_bytes=self.catalog.size_bytes(),
             lexical_bytes=self.lexical.size_bytes(),
+            pending_chunks=pending,
+            pending_seconds=pending / rate if rate > 0 else (0.0 if not pending else None),
         )
 
     def release_memory(self) -> None:

@@ -81,7 +81,25 @@ def m003_enrichment() -> str:
         """
 
 
-MIGRATIONS: tuple[Migration, ...] = (m001_initial, m002_source_state, m003_enrichment)
+def m004_pending_vectors() -> str:
+    # Progressive indexing (SPEC §2.8): a chunk committed by the keyword phase before its
+    # vector exists. Its slot is reserved (a zero row) but no reader trusts it until the
+    # embedding phase writes the vector and deletes this row in the same commit. The input
+    # to embed is kept here, so the work resumes after a crash without rebuilding it.
+    return """
+        CREATE TABLE pending_vectors (
+            chunk_pk INTEGER PRIMARY KEY REFERENCES chunks(chunk_pk) ON DELETE CASCADE,
+            input TEXT NOT NULL
+        );
+        """
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    m001_initial,
+    m002_source_state,
+    m003_enrichment,
+    m004_pending_vectors,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -182,7 +182,8 @@ def _backup(corpus: Corpus, reembed: Reembed | None) -> list[str]:
 def _slots(corpus: Corpus, reembed: Reembed | None) -> list[str]:
     out: list[str] = []
     slot_to_pk, high_water = corpus.catalog.slot_map()
-    used = set(np.flatnonzero(slot_to_pk >= 0).tolist())
+    # Reserved slots of chunks waiting for their vectors are used too (no vector yet).
+    used = set(np.flatnonzero(slot_to_pk >= 0).tolist()) | set(corpus.catalog.pending_slots())
     free = {int(r[0]) for r in corpus.catalog.read_sql("SELECT slot FROM free_slots")}
     both = used & free
     if both:
