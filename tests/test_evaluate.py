@@ -348,8 +348,14 @@ def test_eval_command_quick_look_and_progress_off_a_terminal(
     assert "(1 query, 1 doc, index" in captured.out
     # Not a terminal: plain lines (the last one of each phase at least), no bar.
     lines = captured.err.splitlines()
-    assert any(re.fullmatch(r"eval: indexing: 1/1 documents \(\d+ s\)", x) for x in lines), lines
-    assert any(re.fullmatch(r"eval: searching: 1/1 queries \(\d+ s\)", x) for x in lines), lines
+    # (guaipeca.progress: counts, rate, and how long each phase took)
+    done = r"1/1 {} \(100%\), [\d.,]+ {}/s, done in \d+ s"
+    assert any(
+        re.fullmatch("eval: indexing: " + done.format("documents", "documents"), x) for x in lines
+    ), lines
+    assert any(
+        re.fullmatch("eval: searching: " + done.format("queries", "queries"), x) for x in lines
+    ), lines
 
 
 def test_eval_command_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -18,12 +18,21 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from guaipeca.convert import DEFAULT_MAX_BYTES, SUPPORTED_EXTENSIONS, Converted, convert_bytes
-from guaipeca.errors import ConversionError, InvalidArgumentError
+from guaipeca.config import EngineSettings
+from guaipeca.convert import (
+    DEFAULT_MAX_BYTES,
+    SUPPORTED_EXTENSIONS,
+    Converted,
+    FileLimits,
+    convert_bytes,
+)
+from guaipeca.errors import ConversionError, GuaipecaError, InvalidArgumentError
 from guaipeca.index import Index
+from guaipeca.index.write import ChunkPlan, plan_chunks
 from guaipeca.types import NewDocument
 
 __all__ = [
@@ -39,6 +48,12 @@ log = logging.getLogger("guaipeca")
 
 #: Added to a failure's reason when the file's earlier version is still in the index.
 KEPT_NOTE = "; the version indexed earlier is still served"
+#: ``workers=0``: at most this many worker processes, and none below this many files to
+#: read (starting a process costs about a second; a few files are read faster in place).
+AUTO_WORKERS = 4
+AUTO_WORKERS_MIN_FILES = 32
+#: How many of the slowest files a run reports.
+SLOWEST_FILES = 5
 # Bump when converter output changes, so cached conversions are redone.
 CONVERTER_VERSION = 1
 _ADD_BATCH_CHARS = 2_000_000
@@ -55,9 +70,15 @@ class SyncReport:
     unchanged: int = 0
     removed: int = 0
     chunks_embedded: int = 0
+    # Chunks committed for keyword search whose vectors are still to come (wait=False).
+    chunks_pending: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
+    # Seconds from the start until every document of the run was searchable by keyword.
+    keyword_seconds: float = 0.0
+    # (path, seconds converting it, chunks) of the slowest files, slowest first.
+    slowest: list[tuple[str, float, int]] = field(default_factory=list)
 
     @property
     def touched(self) -> bool:
@@ -204,14 +225,59 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _convert_path(path: str, max_bytes: int) -> Converted | str:
-    """Worker entry: the converted file, or the reason it failed (a string)."""
+def _timed_convert(path: str, max_bytes: int, limits: FileLimits) -> tuple[Converted | str, float]:
+    """Worker entry: what ``_convert_path`` returns, and the seconds it took."""
+    started = time.perf_counter()
+    result = _convert_path(path, max_bytes, limits)
+    return result, time.perf_counter() - started
+
+
+@dataclass(frozen=True, slots=True)
+class _PlanFor:
+    """What a worker needs to chunk and enrich a document the way the index will."""
+
+    corpus: str
+    language: str
+    settings: EngineSettings
+
+
+def _worker(
+    path: str,
+    cached: Converted | None,
+    max_bytes: int,
+    limits: FileLimits,
+    doc_id: str,
+    plan_for: _PlanFor,
+) -> tuple[Converted | str, float, ChunkPlan | None]:
+    """Worker process entry: convert the file (unless ``cached``), then chunk and enrich
+    it (the keyword phase's main cost), so the parent only writes."""
+    if cached is not None:
+        result: Converted | str = cached
+        seconds = 0.0
+    else:
+        result, seconds = _timed_convert(path, max_bytes, limits)
+    if isinstance(result, str):
+        return result, seconds, None
+    plan = plan_chunks(
+        f"{plan_for.corpus}/{doc_id}",
+        result.text,
+        result.page_starts,
+        plan_for.language,
+        plan_for.settings,
+    )
+    return result, seconds, plan
+
+
+def _convert_path(path: str, max_bytes: int, limits: FileLimits) -> Converted | str:
+    """The converted file, or the reason it failed (a string)."""
     try:
         p = Path(path)
         size = p.stat().st_size
         if size > max_bytes:
             return _too_big(size, max_bytes)
-        return convert_bytes(p.read_bytes(), p.suffix, name=p.name, max_bytes=max_bytes)
+        return convert_bytes(
+            p.read_bytes(), p.suffix, name=p.name, max_bytes=max_bytes, limits=limits
+        )
     except ConversionError as exc:
         return str(exc)
     except OSError as exc:
@@ -232,12 +298,21 @@ def sync_folder(
     max_bytes: int = DEFAULT_MAX_BYTES,
     skip: Sequence[Path] = (),
     progress: Progress | None = None,
+    wait: bool = True,
+    limits: FileLimits | None = None,
 ) -> SyncReport:
     """Bring ``corpus`` in line with the files under ``folder``; ids are relative paths.
 
     ``skip`` lists folders never to read (Guaipeca's own data folder).
-    ``force`` drops the corpus and converts and embeds everything again. ``workers`` > 1
-    converts files in that many processes; the result is identical to ``workers=1``.
+    ``force`` drops the corpus and converts and embeds everything again. ``workers=0``:
+    one process per core (up to ``AUTO_WORKERS``) when there are at least
+    ``AUTO_WORKERS_MIN_FILES`` files to read, else none. ``workers`` > 1
+    converts files in that many processes, which run ahead while the documents already
+    converted are committed; the result is identical to ``workers=1``. ``wait=False``
+    returns once every document is searchable by keyword, leaving new chunks pending for
+    the embedding phase (``Index.embed_pending`` / ``embed_in_background``). ``limits``:
+    how much of one big file is read (pages, cells, characters); a file over a limit is
+    indexed up to it, with a warning in the report.
 
     Raises:
         InvalidArgumentError: ``folder`` is not a readable directory, or ``workers`` < 1.
@@ -246,8 +321,8 @@ def sync_folder(
     root = Path(folder).expanduser().resolve()
     if not root.is_dir():
         raise InvalidArgumentError(f"{folder} is not a folder")
-    if workers < 1:
-        raise InvalidArgumentError("workers must be at least 1")
+    if workers < 0:
+        raise InvalidArgumentError("workers must be at least 0 (0: one per core)")
     if force:
         index.drop_corpus(corpus)
     index.create_corpus(corpus, language=language)
@@ -298,62 +373,60 @@ def sync_folder(
             continue
         candidates.append(_Candidate(path, rel, st.st_size, st.st_mtime_ns, sha))
 
-    # 2. Convert what the cache does not have (in worker processes if asked).
-    converted: dict[str, Converted | str] = {}
-    todo: list[_Candidate] = []
-    for c in candidates:
-        hit = None if force else cache.get(c.sha256)
-        if hit is not None:
-            converted[c.rel] = hit
-        else:
-            todo.append(c)
-    fresh = {c.rel for c in todo}
-    done = len(converted)
+    # 2-3. Convert what the cache does not have (in worker processes if asked, running
+    # ahead), and add in path order as results arrive, so any number of workers gives the
+    # same index and the first documents are searchable while later ones still convert.
     total = len(candidates)
     if progress:
-        progress(done, total)
-    if workers > 1 and len(todo) > 1:
-        # spawn, not fork: the parent may hold ONNX Runtime and tantivy threads.
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures = [(c, pool.submit(_convert_path, str(c.path), max_bytes)) for c in todo]
-            for c, fut in futures:
-                converted[c.rel] = fut.result()
-                done += 1
-                if progress:
-                    progress(done, total)
-    else:
-        for c in todo:
-            converted[c.rel] = _convert_path(str(c.path), max_bytes)
-            done += 1
+        progress(0, total)
+    adder = _Adder(index, corpus, report, wait)
+    timings: list[tuple[_Candidate, float]] = []
+    limits = limits or FileLimits()
+    plan_for = _PlanFor(corpus, index.corpus_language(corpus), index.settings)
+    if workers == 0:
+        auto = min(AUTO_WORKERS, os.cpu_count() or 1)
+        workers = auto if len(candidates) >= AUTO_WORKERS_MIN_FILES else 1
+    with _conversions(candidates, cache, force, workers, max_bytes, limits, plan_for) as results:
+        for done, (c, result, seconds, fresh, plan) in enumerate(results, start=1):
+            if isinstance(result, str):
+                report.failed.append((str(c.path), result + (KEPT_NOTE if c.rel in known else "")))
+            else:
+                if fresh:
+                    cache.put(c.sha256, result)
+                for warning in result.warnings:
+                    report.warnings.append((str(c.path), warning))
+                timings.append((c, seconds))
+                adder.add(c, result, plan)
             if progress:
                 progress(done, total)
+    adder.flush()
+    report.keyword_seconds = time.perf_counter() - started
+    for c, seconds in sorted(timings, key=lambda t: -t[1])[:SLOWEST_FILES]:
+        try:
+            chunks = index.get_document(c.rel, corpus=corpus).chunk_count
+        except GuaipecaError:
+            chunks = 0
+        report.slowest.append((str(c.path), seconds, chunks))
 
-    # 3. Add in path order, so any number of workers gives the same index.
-    batch: list[NewDocument] = []
-    batch_chars = 0
+    # 4. Files that are gone leave the index (documents added through the API stay).
+    for doc_id, state in known.items():
+        if state.source_path is not None and doc_id not in seen:
+            report.removed += int(index.delete_document(doc_id, corpus=corpus))
+    report.seconds = time.perf_counter() - started
+    return report
 
-    def flush() -> None:
-        nonlocal batch_chars
-        if batch:
-            result = index.add_documents(batch, corpus=corpus)
-            report.added += result.added
-            report.changed += result.replaced + result.metadata_updated
-            report.unchanged += result.unchanged
-            report.chunks_embedded += result.chunks_embedded
-            batch.clear()
-            batch_chars = 0
 
-    for c in candidates:
-        result = converted[c.rel]
-        if isinstance(result, str):
-            report.failed.append((str(c.path), result + (KEPT_NOTE if c.rel in known else "")))
-            continue
-        if c.rel in fresh:
-            cache.put(c.sha256, result)
-        for warning in result.warnings:
-            report.warnings.append((str(c.path), warning))
-        batch.append(
+class _Adder:
+    """Documents gathered into batches of about ``_ADD_BATCH_CHARS`` characters, each added
+    in one ``add_documents`` call (one keyword commit)."""
+
+    def __init__(self, index: Index, corpus: str, report: SyncReport, wait: bool) -> None:
+        self.index, self.corpus, self.report, self.wait = index, corpus, report, wait
+        self.batch: list[NewDocument] = []
+        self.chars = 0
+
+    def add(self, c: _Candidate, result: Converted, plan: ChunkPlan | None) -> None:
+        self.batch.append(
             NewDocument(
                 doc_id=c.rel,
                 text=result.text,
@@ -364,19 +437,76 @@ def sync_folder(
                 source_sha256=c.sha256,
                 source_size=c.size,
                 source_mtime_ns=c.mtime_ns,
+                plan=plan,
             )
         )
-        batch_chars += len(result.text)
-        if batch_chars >= _ADD_BATCH_CHARS:
-            flush()
-    flush()
+        self.chars += len(result.text)
+        if self.chars >= _ADD_BATCH_CHARS:
+            self.flush()
 
-    # 4. Files that are gone leave the index (documents added through the API stay).
-    for doc_id, state in known.items():
-        if state.source_path is not None and doc_id not in seen:
-            report.removed += int(index.delete_document(doc_id, corpus=corpus))
-    report.seconds = time.perf_counter() - started
-    return report
+    def flush(self) -> None:
+        if not self.batch:
+            return
+        result = self.index.add_documents(self.batch, corpus=self.corpus, wait=self.wait)
+        report = self.report
+        report.added += result.added
+        report.changed += result.replaced + result.metadata_updated
+        report.unchanged += result.unchanged
+        report.chunks_embedded += result.chunks_embedded
+        report.chunks_pending += result.chunks_pending
+        self.batch.clear()
+        self.chars = 0
+
+
+_Result = tuple[_Candidate, Converted | str, float, bool, ChunkPlan | None]
+
+
+@contextmanager
+def _conversions(
+    candidates: Sequence[_Candidate],
+    cache: ConversionCache,
+    force: bool,
+    workers: int,
+    max_bytes: int,
+    limits: FileLimits,
+    plan_for: _PlanFor,
+) -> Iterator[Iterator[_Result]]:
+    """``(candidate, converted or reason, seconds, freshly converted, chunk plan)`` in the
+    order of ``candidates``. With ``workers`` > 1, worker processes run ahead of the
+    consumer converting files (cached ones are not converted again) and chunking and
+    enriching them; with one, the index chunks them (plan None): the same result."""
+    cached = {c.rel: hit for c in candidates if not force and (hit := cache.get(c.sha256))}
+    if workers > 1 and len(candidates) > 1:
+        # spawn, not fork: the parent may hold ONNX Runtime and tantivy threads.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = {
+                c.rel: pool.submit(
+                    _worker, str(c.path), cached.get(c.rel), max_bytes, limits, c.rel, plan_for
+                )
+                for c in candidates
+            }
+
+            def pooled() -> Iterator[_Result]:
+                for c in candidates:
+                    result, seconds, plan = futures.pop(c.rel).result()
+                    yield c, result, seconds, c.rel not in cached, plan
+
+            try:
+                yield pooled()
+            finally:
+                for fut in futures.values():
+                    fut.cancel()
+        return
+
+    def inline() -> Iterator[_Result]:
+        for c in candidates:
+            if c.rel in cached:
+                yield c, cached[c.rel], 0.0, False, None
+            else:
+                yield c, *_timed_convert(str(c.path), max_bytes, limits), True, None
+
+    yield inline()
 
 
 def watch_folder(

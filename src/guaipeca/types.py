@@ -155,6 +155,9 @@ class NewDocument:
     source_sha256: str | None = None
     source_size: int | None = None
     source_mtime_ns: int | None = None
+    # Chunks and local enrichment computed ahead, in a worker process (``guaipeca.index.
+    # plan_chunks``); used only when made for this very text and these settings.
+    plan: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from guaipeca.chunk import chunk_text
-from guaipeca.convert import Converted, convert_bytes, convert_file
+from guaipeca.convert import Converted, FileLimits, convert_bytes, convert_file
 from guaipeca.errors import ConversionError
 from support import shared_data
 
@@ -394,7 +394,33 @@ def test_xlsx_row_cap_cuts_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> No
     result = convert_bytes(_xlsx(build), ".xlsx")
     assert result.text == "## Big\n\n| row 0 |\n|---|\n| row 1 |\n| row 2 |\n"
     assert result.warnings == (
-        "sheet 'Big' cut at row 4: the workbook is larger than 5,000,000 cells or 3 rows",
+        "sheet 'Big' cut at row 4: the workbook has more than 3 non-empty rows",
+    )
+
+
+def test_xlsx_cell_limit_is_a_setting_named_in_the_warning() -> None:
+    def build(wb: Any) -> None:
+        ws = wb.active
+        ws.title = "Wide"
+        for i in range(10):
+            ws.append([f"r{i}c{j}" for j in range(4)])
+
+    result = convert_bytes(_xlsx(build), ".xlsx", limits=FileLimits(max_cells=20))
+    rows = [line for line in result.text.splitlines() if line.startswith("| r")]
+    assert len(rows) == 5  # five rows of four cells read, the sixth cut
+    assert result.warnings == (
+        "sheet 'Wide' cut at row 6: the workbook has more than 20 cells, the limit "
+        "limits.max_cells",
+    )
+    assert "r9c0" in convert_bytes(_xlsx(build), ".xlsx").text
+
+
+def test_character_limit_cuts_at_a_line_end_with_a_warning() -> None:
+    text = "".join(f"line {i:03d}\n" for i in range(300))
+    result = convert_bytes(text.encode(), ".md", limits=FileLimits(max_chars=1000))
+    assert result.text == text[:999]  # 111 whole lines of 9 characters
+    assert result.warnings == (
+        "cut at 999 of 2,700 characters: the limit is limits.max_chars (1,000)",
     )
 
 

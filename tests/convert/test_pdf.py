@@ -421,13 +421,14 @@ def test_owner_password_only_pdf_still_converts() -> None:
     assert convert_pdf(data).text == "Readable text.\n"
 
 
-def test_too_many_pages_is_refused() -> None:
+def test_pages_past_the_limit_are_skipped_with_a_warning() -> None:
     data = _pdf(_body("One."), _body("Two."), _body("Three."))
-    with pytest.raises(ConversionError) as err:
-        convert_pdf(data, max_pages=2)
-    _assert_one_line(str(err.value))
-    assert "3 pages" in str(err.value)
-    assert convert_pdf(data, max_pages=3).text == "One.\n\nTwo.\n\nThree.\n"
+    cut = convert_pdf(data, max_pages=2)
+    assert cut.text == "One.\n\nTwo.\n"
+    assert cut.warnings == ("read the first 2 of 3 pages: the limit is limits.max_pages (2)",)
+    assert len(cut.page_starts) == 2
+    full = convert_pdf(data, max_pages=3)
+    assert full.text == "One.\n\nTwo.\n\nThree.\n" and full.warnings == ()
 
 
 @pytest.mark.parametrize(

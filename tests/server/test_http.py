@@ -288,6 +288,9 @@ def test_health_reports_version_backend_and_counts(http: httpx2.Client) -> None:
     assert docs["name"] == "docs"
     assert docs["documents"] >= len(DOCS)
     assert docs["chunks"] >= docs["documents"]
+    # Progressive indexing: chunks searchable by keyword only, and the time left.
+    assert docs["pending_chunks"] >= 0 and body["pending_chunks"] == docs["pending_chunks"]
+    assert "pending_seconds" in body
 
 
 def test_health_is_503_when_the_index_fails(

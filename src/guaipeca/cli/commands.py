@@ -9,6 +9,7 @@ stderr; results go to stdout (``--json`` for scripts).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -22,7 +23,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from typer.core import TyperOption
 
 from guaipeca import __version__
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from guaipeca.evaluate import BeirSet, EvalResult
     from guaipeca.index import Index
     from guaipeca.ingest import SyncReport
+    from guaipeca.progress import JobProgress
 
 EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -197,8 +198,13 @@ def index(
     ] = False,
     workers: Annotated[
         int,
-        typer.Option("--workers", min=1, max=64, help="The number of processes converting files."),
-    ] = 1,
+        typer.Option(
+            "--workers",
+            min=0,
+            max=64,
+            help="Processes converting and chunking files (0: one per core, up to 4).",
+        ),
+    ] = 0,
     watch: Annotated[
         bool,
         typer.Option("--watch", help="Keep running, and index again whenever files change."),
@@ -212,7 +218,9 @@ def index(
 ) -> None:
     """Index corpora: new and changed files are added, and removed files leave the index."""
     from guaipeca.cli.corpora import remember, settle_folders
+    from guaipeca.convert import FileLimits
     from guaipeca.ingest import sync_folder
+    from guaipeca.progress import JobProgress
 
     loaded = _settings()
     targets = _targets(loaded, corpora, path)
@@ -237,17 +245,24 @@ def index(
         while True:
             reports = []
             for target in targets:
-                with _progress(target.name, quiet=as_json) as update:
-                    report = sync_folder(
+                with JobProgress(console=err, quiet=as_json) as job:
+                    report = _two_phases(
                         idx,
-                        target.folder,
-                        corpus=target.name,
-                        cache_dir=loaded.data_dir / "converted",
-                        skip=[loaded.data_dir],
-                        force=force,
-                        workers=workers,
-                        progress=update,
-                        **target.options,
+                        job,
+                        target.name,
+                        functools.partial(
+                            sync_folder,
+                            idx,
+                            target.folder,
+                            corpus=target.name,
+                            cache_dir=loaded.data_dir / "converted",
+                            skip=[loaded.data_dir],
+                            force=force,
+                            workers=workers,
+                            wait=False,
+                            limits=FileLimits(**loaded.settings.limits.model_dump()),
+                            **target.options,
+                        ),
                     )
                 remember(loaded, target)
                 reports.append(report)
@@ -310,28 +325,49 @@ def _check_folder(path: Path) -> Path:
     return folder
 
 
-class _progress:
-    """A rich progress bar on stderr (only on a terminal), as a context manager."""
+def _two_phases(
+    idx: Index, job: JobProgress, name: str, keyword_phase: Callable[..., SyncReport]
+) -> SyncReport:
+    """Run the keyword phase (files converted and committed) while a thread embeds what it
+    has committed so far, then finish the embedding phase; both show progress."""
+    files = job.task(f"{name}: searchable by keyword", "files")
+    vectors = job.task(f"{name}: embedded", "chunks")
+    embedded = [0]
+    lock = threading.Lock()
 
-    def __init__(self, name: str, *, quiet: bool) -> None:
-        self.bar = Progress(
-            TextColumn(f"[bold]{name}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("files converted"),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-            disable=quiet or not err.is_terminal,
-        )
-        self.task = self.bar.add_task(name, total=None)
+    def on_round(done: int, left: int) -> None:
+        with lock:
+            vectors.update(embedded[0] + done, embedded[0] + done + left)
 
-    def __enter__(self) -> Any:
-        self.bar.__enter__()
-        return lambda done, total: self.bar.update(self.task, completed=done, total=total)
+    def embed_round() -> int:
+        count = idx.embed_pending(name, progress=on_round)
+        with lock:
+            embedded[0] += count
+        return count
 
-    def __exit__(self, *exc: object) -> None:
-        self.bar.__exit__(None, None, None)
+    keyword_done = threading.Event()
+
+    def embed_meanwhile() -> None:
+        while not keyword_done.is_set():
+            if not embed_round():
+                keyword_done.wait(0.5)
+
+    started = time.perf_counter()
+    helper = threading.Thread(target=embed_meanwhile, name="embed", daemon=True)
+    helper.start()
+    try:
+        report = keyword_phase(progress=files.update)
+    finally:
+        keyword_done.set()
+        helper.join()
+    files.finish()
+    embed_round()
+    vectors.update(embedded[0], embedded[0])
+    vectors.finish()
+    report.chunks_embedded = embedded[0]
+    report.chunks_pending = 0
+    report.seconds = time.perf_counter() - started
+    return report
 
 
 def _wait(stop: threading.Event, seconds: float) -> bool:
@@ -340,6 +376,10 @@ def _wait(stop: threading.Event, seconds: float) -> bool:
         return not stop.wait(seconds)
     except KeyboardInterrupt:
         return False
+
+
+# Files converted faster than this are not worth naming in the summary.
+_SLOW_FILE_SECONDS = 0.5
 
 
 def _print_report(report: SyncReport, idx: Index, as_json: bool) -> None:
@@ -358,6 +398,10 @@ def _print_report(report: SyncReport, idx: Index, as_json: bool) -> None:
             "documents": documents,
             "chunks": chunks,
             "seconds": round(report.seconds, 3),
+            "keyword_seconds": round(report.keyword_seconds, 3),
+            "slowest": [
+                {"path": p, "seconds": round(t, 3), "chunks": n} for p, t, n in report.slowest
+            ],
         }
         out.print(json.dumps(data, ensure_ascii=False), markup=False)
         return
@@ -369,9 +413,14 @@ def _print_report(report: SyncReport, idx: Index, as_json: bool) -> None:
         f"{report.corpus}: {report.added} added, {report.changed} changed, {report.unchanged} "
         f"unchanged, {report.removed} removed, {len(report.failed)} failed; "
         f"{_count(report.chunks_embedded, 'chunk')} embedded; {_count(chunks, 'chunk')} in "
-        f"{_count(documents, 'document')} ({report.seconds:.1f} s)",
+        f"{_count(documents, 'document')} ({report.seconds:.1f} s; searchable by keyword "
+        f"after {report.keyword_seconds:.1f} s)",
         markup=False,
     )
+    slow = [(p, t, n) for p, t, n in report.slowest if t >= _SLOW_FILE_SECONDS]
+    if slow:
+        listed = "; ".join(f"{p} {t:.1f} s ({_count(n, 'chunk')})" for p, t, n in slow)
+        err.print(f"slowest files to convert: {listed}", markup=False)
 
 
 @app.command()
@@ -984,50 +1033,19 @@ def eval_(
 def _run_eval(
     idx: Index, beir: BeirSet, *, mode: str, top_k: int, quiet: bool
 ) -> tuple[EvalResult, float]:
-    """Index the set, then run its queries: a bar on a terminal, plain lines elsewhere."""
+    """Index the set, then run its queries: bars on a terminal, plain lines elsewhere."""
     from guaipeca.evaluate import evaluate_index, index_beir
+    from guaipeca.progress import JobProgress
 
-    bar = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=quiet or not err.is_terminal,
-    )
-    lines = not (quiet or err.is_terminal)  # off a terminal: a plain line now and then
-    with bar:
-        task = bar.add_task("indexing documents", total=len(beir.corpus))
-        say = _progress_lines("eval: indexing", "documents", quiet=not lines)
-
-        def step(done: int, total: int) -> None:
-            bar.update(task, completed=done)
-            say(done, total)
-
+    with JobProgress(console=err, quiet=quiet) as job:
+        docs = job.task("eval: indexing", "documents", total=len(beir.corpus))
         started = time.perf_counter()
-        index_beir(idx, beir, batch=64, progress=step)  # the bar moves every 64 documents
+        index_beir(idx, beir, batch=64, progress=docs.update)  # moves every 64 documents
         index_seconds = time.perf_counter() - started
-        bar.update(task, description="searching queries", completed=0, total=len(beir.queries))
-        say = _progress_lines("eval: searching", "queries", quiet=not lines)
-        result = evaluate_index(idx, beir, mode=mode, top_k=top_k, progress=step)  # type: ignore[arg-type]
+        docs.finish()
+        queries = job.task("eval: searching", "queries", total=len(beir.queries))
+        result = evaluate_index(idx, beir, mode=mode, top_k=top_k, progress=queries.update)  # type: ignore[arg-type]
     return result, index_seconds
-
-
-def _progress_lines(label: str, unit: str, *, quiet: bool) -> Callable[[int, int], None]:
-    """A progress callback that writes a plain line to stderr at most every 5 seconds, and
-    at the end: for logs and pipes, where a bar would show nothing."""
-    started = last = time.monotonic()
-
-    def say(done: int, total: int) -> None:
-        nonlocal last
-        now = time.monotonic()
-        if quiet or (now - last < 5.0 and done < total):
-            return
-        last = now
-        err.print(f"{label}: {done:,}/{total:,} {unit} ({now - started:.0f} s)", markup=False)
-
-    return say
 
 
 def _count(n: int, noun: str) -> str:

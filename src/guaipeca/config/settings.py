@@ -44,6 +44,7 @@ __all__ = [
     "EmbeddingSettings",
     "EngineSettings",
     "EnrichSettings",
+    "LimitsSettings",
     "LoadedSettings",
     "QdrantSettings",
     "SearchSettings",
@@ -507,6 +508,17 @@ class StorageSettings(_Frozen):
         return self.data_dir if self.data_dir is not None else home_dir(env) / "data"
 
 
+class LimitsSettings(_Frozen):
+    """How much of one big file is read; the rest is skipped with a warning naming the file
+    and the limit, and what was read is indexed."""
+
+    max_pages: int = Field(5000, ge=1, description="PDF pages read from one file")
+    max_cells: int = Field(
+        5_000_000, ge=1, description="spreadsheet cells read from one workbook (empty included)"
+    )
+    max_chars: int = Field(20_000_000, ge=1000, description="characters kept of one converted file")
+
+
 class EnrichSettings(_Frozen):
     local: bool = Field(True, description="extract keywords, entities and dates locally")
     url: str | None = Field(
@@ -563,10 +575,13 @@ class Settings(_Frozen):
     enrich: EnrichSettings = Field(
         default_factory=EnrichSettings, description="optional metadata extraction (§8)"
     )
+    limits: LimitsSettings = Field(
+        default_factory=LimitsSettings, description="how much of one big file is read"
+    )
 
     @field_validator(
         "corpora", "embedding", "chunking", "search", "server", "upload", "storage", "enrich",
-        mode="before",
+        "limits", mode="before",
     )  # fmt: skip
     @classmethod
     def _empty_section(cls, value: object, info: ValidationInfo) -> object:

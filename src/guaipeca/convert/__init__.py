@@ -17,13 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from guaipeca.config import SUPPORTED_EXTENSIONS
-from guaipeca.convert._limits import DEFAULT_MAX_BYTES, first_line, format_size
+from guaipeca.convert._limits import DEFAULT_MAX_BYTES, FileLimits, first_line, format_size
 from guaipeca.errors import ConversionError
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "SUPPORTED_EXTENSIONS",
     "Converted",
+    "FileLimits",
     "convert_bytes",
     "convert_file",
 ]
@@ -124,8 +125,12 @@ def convert_bytes(
     *,
     name: str = "document",
     max_bytes: int = DEFAULT_MAX_BYTES,
+    limits: FileLimits | None = None,
 ) -> Converted:
     """Convert ``data`` as a file of type ``extension`` (".docx", "docx", ".PDF", ...).
+
+    ``limits``: how many pages, cells and characters of a big file are read (the rest is
+    skipped with a warning naming the limit); default :class:`FileLimits`.
 
     ``name`` is the file name shown in messages of converters that use one (PDF).
     Raises:
@@ -137,15 +142,16 @@ def convert_bytes(
     ext = _normalise_extension(extension)
     if len(data) > max_bytes:
         raise _too_large(len(data), max_bytes)
-    return _convert(bytes(data), ext, name)
+    return _convert(bytes(data), ext, name, limits or FileLimits())
 
 
-def _convert(data: bytes, ext: str, name: str) -> Converted:
+def _convert(data: bytes, ext: str, name: str, limits: FileLimits | None = None) -> Converted:
     fmt = _FORMATS[ext]
     if not data:
         raise ConversionError("empty file")
+    limits = limits or FileLimits()
     try:
-        return _dispatch(data, fmt, name)
+        return _cut(_dispatch(data, fmt, name, limits), limits.max_chars)
     except ConversionError:
         raise
     except Exception as exc:
@@ -154,7 +160,24 @@ def _convert(data: bytes, ext: str, name: str) -> Converted:
         raise ConversionError(f"could not convert: {reason}") from exc
 
 
-def _dispatch(data: bytes, fmt: str, name: str) -> Converted:
+def _cut(converted: Converted, max_chars: int) -> Converted:
+    """``converted`` cut at the last line end within ``max_chars`` characters, with a
+    warning, when it is longer (pages that start beyond the cut are dropped)."""
+    text = converted.text
+    if len(text) <= max_chars:
+        return converted
+    end = text.rfind("\n", 0, max_chars + 1)
+    end = end + 1 if end > 0 else max_chars
+    pages = converted.page_starts
+    if pages is not None:
+        pages = tuple(p for p in pages if p < end) or (0,)
+    warning = (
+        f"cut at {end:,} of {len(text):,} characters: the limit is limits.max_chars ({max_chars:,})"
+    )
+    return Converted(text[:end], pages, converted.format, (*converted.warnings, warning))
+
+
+def _dispatch(data: bytes, fmt: str, name: str, limits: FileLimits) -> Converted:
     if fmt in ("markdown", "text"):
         from guaipeca.convert.text import decode_text
 
@@ -162,15 +185,19 @@ def _dispatch(data: bytes, fmt: str, name: str) -> Converted:
     if fmt == "pdf":
         from guaipeca.convert.pdf import convert_pdf
 
-        pdf = convert_pdf(data, name=os.path.basename(name) or "document.pdf")
+        pdf = convert_pdf(
+            data, name=os.path.basename(name) or "document.pdf", max_pages=limits.max_pages
+        )
         return Converted(pdf.text, pdf.page_starts, fmt, pdf.warnings)
     from guaipeca.convert import office
 
-    converter = {
-        "docx": office.convert_docx,
-        "pptx": office.convert_pptx,
-        "xlsx": office.convert_xlsx,
-        "html": office.convert_html,
-    }[fmt]
-    result = converter(data)
+    if fmt == "xlsx":
+        result = office.convert_xlsx(data, max_cells=limits.max_cells)
+    else:
+        converter = {
+            "docx": office.convert_docx,
+            "pptx": office.convert_pptx,
+            "html": office.convert_html,
+        }[fmt]
+        result = converter(data)
     return Converted(result.text, result.page_starts, fmt, result.warnings)

@@ -11,12 +11,14 @@ import warnings
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from guaipeca.errors import ConversionError
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "MAX_MESSAGE_CHARS",
+    "FileLimits",
     "captured_warnings",
     "check_office_zip",
     "first_line",
@@ -25,6 +27,20 @@ __all__ = [
 
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 """Largest source file accepted, checked with ``stat`` before a byte is read."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileLimits:
+    """How much of one big file is read (config section ``limits``): the rest is skipped
+    with a warning that names the limit, and what was read is indexed."""
+
+    max_pages: int = 5000
+    """PDF pages read."""
+    max_cells: int = 5_000_000
+    """Spreadsheet cells read (empty ones included)."""
+    max_chars: int = 20_000_000
+    """Characters kept of the converted text (cut at a line end)."""
+
 
 MAX_MESSAGE_CHARS = 120
 """Longest piece of a third-party message quoted in a ConversionError or a warning."""

@@ -472,12 +472,13 @@ def _block_tables(rows: list[list[str]]) -> Iterable[str]:
             yield _table(part, cols)
 
 
-def convert_xlsx(data: bytes) -> OfficeResult:
+def convert_xlsx(data: bytes, *, max_cells: int = XLSX_MAX_CELLS) -> OfficeResult:
     """XLSX → Markdown: each non-empty sheet as ``## Sheet name`` and its Markdown tables.
 
     Cached formula results are used (formulas never saved with a value read as empty).
     Blank rows and columns separate tables; the first row of each is its header. Reading
-    stops after ``XLSX_MAX_CELLS`` cells or ``XLSX_MAX_ROWS`` rows, with a warning.
+    stops after ``max_cells`` cells (``limits.max_cells``) or ``XLSX_MAX_ROWS`` rows, with
+    a warning naming the limit.
 
     Raises:
         ConversionError: not an XLSX, a zip bomb, or every sheet empty.
@@ -500,10 +501,17 @@ def convert_xlsx(data: bytes) -> OfficeResult:
                 stopped = False
                 for n, values in enumerate(ws.iter_rows(values_only=True), start=1):
                     scanned += max(1, len(values))
-                    if scanned > XLSX_MAX_CELLS or kept >= XLSX_MAX_ROWS:
+                    if scanned > max_cells:
                         warned.append(
-                            f"sheet {ws.title!r} cut at row {n}: the workbook is larger than "
-                            f"{XLSX_MAX_CELLS:,} cells or {XLSX_MAX_ROWS:,} rows"
+                            f"sheet {ws.title!r} cut at row {n}: the workbook has more than "
+                            f"{max_cells:,} cells, the limit limits.max_cells"
+                        )
+                        stopped = True
+                        break
+                    if kept >= XLSX_MAX_ROWS:
+                        warned.append(
+                            f"sheet {ws.title!r} cut at row {n}: the workbook has more than "
+                            f"{XLSX_MAX_ROWS:,} non-empty rows"
                         )
                         stopped = True
                         break

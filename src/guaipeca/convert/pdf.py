@@ -202,7 +202,7 @@ def convert_pdf(data: bytes, *, name: str = "document.pdf", max_pages: int = 500
 
     Raises:
         ConversionError: not a PDF, damaged beyond repair, encrypted with a password, more
-            than ``max_pages`` pages, or no page has a text layer (scanned; no OCR). The
+            no page has a text layer (scanned; no OCR). The
             message is one line meant for the user.
         InvalidArgumentError: ``max_pages`` is less than 1.
     """
@@ -241,10 +241,14 @@ def _convert_document(fitz: Any, doc: Any, name: str, max_pages: int) -> PdfResu
         raise ConversionError("not a valid PDF: the file is damaged beyond repair") from None
     if n_pages == 0:
         raise ConversionError("not a valid PDF: no readable pages (truncated or damaged file?)")
-    if n_pages > max_pages:
-        raise ConversionError(f"the PDF has {n_pages:,} pages; the limit is {max_pages:,}")
-
     warnings: list[str] = []
+    if n_pages > max_pages:
+        # A big PDF is read up to the limit (limits.max_pages), not refused.
+        warnings.append(
+            f"read the first {max_pages:,} of {n_pages:,} pages: the limit is "
+            f"limits.max_pages ({max_pages:,})"
+        )
+        n_pages = max_pages
     if getattr(doc, "is_repaired", False):
         warnings.append("the PDF is damaged and was repaired; some text may be missing")
 

@@ -287,6 +287,10 @@ class Index:
         embedded = self.embed_pending(corpus)
         return dataclasses.replace(report, chunks_embedded=embedded, chunks_pending=0)
 
+    def corpus_language(self, name: str) -> str:
+        """The stemming and stopword language of a corpus."""
+        return self._corpus(name).language
+
     def embed_pending(
         self,
         corpus: str | None = None,

@@ -36,8 +36,9 @@ MAX_DOC_ID_CHARS = 1024
 # model's batches full, small enough that a huge folder never sits in memory at once.
 _WRITE_BATCH_CHUNKS = 2048
 # Pending chunks taken per round of the embedding phase: one commit each, so a kill loses
-# at most one round; large enough that sorting by length keeps the model's batches even.
-EMBED_ROUND_CHUNKS = 1024
+# at most one round and progress moves every few seconds. Rounds are taken shortest input
+# first, so each round's batches hold inputs of about one length (little padding).
+EMBED_ROUND_CHUNKS = 256
 #: Called with (chunks embedded so far, chunks still pending) after each round.
 EmbedProgress = Callable[[int, int], None]
 
@@ -158,20 +159,16 @@ class DocumentWriter:
             self._llm = None
 
     def _prepare(self, store: CorpusStore, item: NewDocument, text: str, sha: str) -> _Pending:
-        chunking = self._settings.chunking
-        page_starts = _canonical_page_starts(item.text, item.page_starts)
-        chunks = chunk_text(
-            text,
-            doc_key=f"{store.name}/{item.doc_id}",
-            max_size=chunking.max_size,
-            page_starts=page_starts,
-        )
-        inputs, hashes = self._embedding_inputs(chunks)
-        pending = _Pending(item, text, sha, chunks, inputs, hashes)
-        # Local enrichment (§8.1): keywords, entities, dates per chunk, no LLM.
-        pending.enrichments = local_pass(
-            [c.text for c in chunks], store.language, self._settings.enrich
-        )
+        doc_key = f"{store.name}/{item.doc_id}"
+        plan = item.plan
+        if not (
+            isinstance(plan, ChunkPlan)
+            and plan.key == _plan_key(doc_key, sha, store.language, self._settings)
+        ):
+            plan = plan_chunks(doc_key, item.text, item.page_starts, store.language, self._settings)
+        inputs, hashes = self._embedding_inputs(plan.chunks)
+        pending = _Pending(item, text, sha, plan.chunks, inputs, hashes)
+        pending.enrichments = list(plan.enrichments)
         return pending
 
     def _embedding_inputs(
@@ -275,6 +272,43 @@ class DocumentWriter:
                 if extra:  # embedded with the text: the hash must say so
                     p.inputs[i] = f"{p.inputs[i]}\n\n{extra}"
                     p.hashes[i] = self._hash(p.inputs[i])
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ChunkPlan:
+    """A document's chunks and their local enrichment, computed ahead (in a conversion
+    worker process, where they cost most of the keyword phase's time), with the key of what
+    they were made for: the writer recomputes them when anything differs."""
+
+    key: tuple[str, ...]
+    chunks: list[ChunkSpan]
+    enrichments: list[Enrichment | None]
+
+
+def _plan_key(doc_key: str, sha: str, language: str, settings: EngineSettings) -> tuple[str, ...]:
+    return (doc_key, sha, language, settings.model_dump_json(include={"chunking", "enrich"}))
+
+
+def plan_chunks(
+    doc_key: str,
+    raw_text: str,
+    page_starts: Sequence[int] | None,
+    language: str,
+    settings: EngineSettings,
+) -> ChunkPlan:
+    """Chunk ``raw_text`` and enrich each chunk locally (§8.1: keywords, entities, dates, no
+    LLM), as :meth:`DocumentWriter.add` does; safe to run in another process."""
+    text = canonicalize(raw_text)
+    sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    chunks = chunk_text(
+        text,
+        doc_key=doc_key,
+        max_size=settings.chunking.max_size,
+        page_starts=_canonical_page_starts(raw_text, page_starts),
+    )
+    enrichments = local_pass([c.text for c in chunks], language, settings.enrich)
+    key = _plan_key(doc_key, sha, language, settings)
+    return ChunkPlan(key, list(chunks), enrichments)
 
 
 class _Pending:

@@ -47,6 +47,11 @@ class HitOut(ChunkOut):
     score: float = Field(description="fused score; higher is better")
     scores: ScoresOut
     snippet: str = Field(description="the query terms in context, marked **like this**")
+    embedded: bool = Field(
+        True,
+        description="false while the chunk waits for its vector: found by keyword only, "
+        "invisible to meaning (dense) search until embedded",
+    )
 
 
 class SearchOut(BaseModel):
@@ -153,6 +158,12 @@ class CorpusStatus(BaseModel):
     weight: float
     documents: int
     chunks: int
+    pending_chunks: int = Field(
+        0, description="chunks searchable by keyword only, waiting for their vectors"
+    )
+    pending_seconds: float | None = Field(
+        0.0, description="estimated seconds until they are embedded (null: not known yet)"
+    )
     configured: bool = Field(description="listed in the server's configuration")
     indexed: bool = Field(description="present in the index")
     upload_allowed: bool
@@ -179,6 +190,12 @@ class StatusOut(BaseModel):
     dimension: int
     documents: int
     chunks: int
+    pending_chunks: int = Field(
+        0, description="chunks searchable by keyword only, waiting for their vectors"
+    )
+    pending_seconds: float | None = Field(
+        0.0, description="estimated seconds until every pending chunk is embedded (null: unknown)"
+    )
     corpora: list[CorpusStatus]
     broken: list[BrokenCorpus] = Field(description="corpora that cannot be used, and why")
     indexing: IndexingState | None = Field(description="the indexing run in progress, if any")

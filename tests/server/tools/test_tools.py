@@ -153,6 +153,7 @@ def service(loaded: LoadedSettings) -> Iterator[Service]:
     svc = Service(index, loaded)
     svc.reindex("docs")
     svc.reindex("archive")
+    assert index.wait_for_embedding(60)  # the embedding phase runs behind the server
     yield svc
     index.close()
 
@@ -430,6 +431,8 @@ async def test_status_reports_model_and_every_corpus(client: Client, service: Se
         "weight": 1.5,
         "documents": 3,
         "chunks": next(c.chunks for c in stats.corpora if c.name == "docs"),
+        "pending_chunks": 0,
+        "pending_seconds": 0.0,
         "configured": True,
         "indexed": True,
         "upload_allowed": True,
@@ -438,6 +441,26 @@ async def test_status_reports_model_and_every_corpus(client: Client, service: Se
     assert corpora["archive"]["language"] == "portuguese"
     assert corpora["archive"]["upload_allowed"] is False
     assert out["broken"] == [] and out["indexing"] is None
+    assert (out["pending_chunks"], out["pending_seconds"]) == (0, 0.0)
+
+
+@pytest.mark.anyio
+async def test_status_shows_chunks_waiting_for_vectors(client: Client, service: Service) -> None:
+    # Committed for keyword search, not embedded yet (as the server's own runs leave them
+    # until its background thread gets to them).
+    service.index.add_documents(
+        {"late.md": "# Late\n\nA note that arrived late."}, corpus="docs", wait=False
+    )
+    out = data(await client.call_tool("status", {}))
+    assert out["pending_chunks"] == 1
+    assert {c["name"]: c["pending_chunks"] for c in out["corpora"]}["docs"] == 1
+    assert out["pending_seconds"] is None or out["pending_seconds"] >= 0
+    hits = data(await client.call_tool("search", {"query": "arrived late", "mode": "keyword"}))
+    assert hits["hits"][0]["doc_id"] == "late.md" and hits["hits"][0]["embedded"] is False
+    service.index.embed_in_background()
+    assert service.index.wait_for_embedding(60)
+    out = data(await client.call_tool("status", {}))
+    assert out["pending_chunks"] == 0
 
 
 @pytest.mark.anyio

@@ -419,10 +419,12 @@ class Catalog:
         return [int(r[0]) for r in self.read_sql(sql)]
 
     def pending_work(self, limit: int) -> list[tuple[int, str, str]]:
-        """The oldest ``limit`` pending chunks: ``(chunk_pk, embedding-input hash, input)``."""
+        """``limit`` pending chunks, shortest input first (the model pads each batch to its
+        longest input): ``(chunk_pk, embedding-input hash, input)``."""
         sql = (
             "SELECT p.chunk_pk, c.embed_sha256, p.input FROM pending_vectors p "
-            "JOIN chunks c ON c.chunk_pk = p.chunk_pk ORDER BY p.chunk_pk LIMIT ?"
+            "JOIN chunks c ON c.chunk_pk = p.chunk_pk "
+            "ORDER BY length(p.input), p.chunk_pk LIMIT ?"
         )
         return [(int(a), str(b), str(c)) for a, b, c in self.read_sql(sql, (limit,))]
 

@@ -91,6 +91,8 @@ def m004_pending_vectors() -> str:
             chunk_pk INTEGER PRIMARY KEY REFERENCES chunks(chunk_pk) ON DELETE CASCADE,
             input TEXT NOT NULL
         );
+        -- The embedding phase takes the shortest inputs first: batches of even length.
+        CREATE INDEX pending_length ON pending_vectors(length(input), chunk_pk);
         """
 
 

@@ -1,0 +1,155 @@
+"""Progressive indexing (SPEC §2.8): documents are searchable by keyword as soon as they are
+committed and by meaning once their chunks are embedded; pending work lives in the catalog,
+resumes in the next process, and no input is embedded twice."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from guaipeca import Index
+from guaipeca.embed import HashingEmbedder
+from guaipeca.ingest import sync_folder
+from support import CountingEmbedder, MemoEmbedder
+
+DOCS = {
+    "cats": "# Cats\n\nCats purr when they are content and sleep most of the day.",
+    "dogs": "# Dogs\n\nDogs bark at strangers and wag their tails at friends.",
+    "tides": "# Tides\n\nThe moon pulls the oceans and the tides follow it.",
+}
+
+
+def test_keyword_at_once_meaning_after_the_embedding_phase(
+    tmp_path: Path, real_embedder: MemoEmbedder
+) -> None:
+    with Index(tmp_path / "ix", embedder=real_embedder) as index:
+        report = index.add_documents(DOCS, wait=False)
+        assert report.chunks_pending == 3 and report.chunks_embedded == 0
+        stats = index.stats()
+        assert stats.pending_chunks == 3 and stats.corpora[0].pending_chunks == 3
+        # Keyword finds a committed document; dense sees nothing yet; hybrid says so.
+        hits = index.search("purr", mode="keyword")
+        assert [h.doc_id for h in hits] == ["cats"] and not hits[0].embedded
+        assert index.search("feline companions", mode="dense") == []
+        hybrid = index.search("cats purr", mode="hybrid")
+        assert hybrid[0].doc_id == "cats" and hybrid[0].scores.dense is None
+        assert hybrid[0].to_dict()["embedded"] is False
+        # A filter on the dense side also keeps to embedded chunks.
+        assert index.search("cats", mode="dense", where={"doc_id": "cats"}) == []
+
+        assert index.embed_pending() == 3
+        stats = index.stats()
+        assert stats.pending_chunks == 0 and stats.pending_seconds == 0.0
+        dense = index.search("feline companions", mode="dense", top_k=1)
+        assert dense[0].doc_id == "cats" and dense[0].embedded
+        hybrid = index.search("cats purr", mode="hybrid")
+        assert hybrid[0].scores.dense is not None
+        assert index.verify().ok
+
+
+def test_pending_work_survives_a_reopen_and_has_an_estimate(tmp_path: Path) -> None:
+    with Index(tmp_path / "ix", embedder=HashingEmbedder()) as index:
+        index.add_documents({f"d{i}": f"# D{i}\n\nword{i} river stone" for i in range(40)})
+        index.add_documents(
+            {f"e{i}": f"# E{i}\n\nother{i} sea shell" for i in range(30)}, wait=False
+        )
+        assert index.pending_chunks() == 30
+        # The rate of the last embedding round gives the estimate of the time left.
+        assert index.stats().pending_seconds is not None
+    with Index(tmp_path / "ix", embedder=HashingEmbedder()) as index:
+        assert index.pending_chunks() == 30
+        assert index.verify().ok
+        assert index.search("other7 sea", mode="keyword")[0].doc_id == "e7"
+        assert index.embed_pending() == 30
+        assert index.search("other7 sea shell", mode="dense", top_k=1)[0].doc_id == "e7"
+
+
+def test_a_repeated_input_is_embedded_once(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    same = "# Same\n\nExactly the same paragraph in two documents."
+    with Index(tmp_path / "ix", embedder=embedder) as index:
+        report = index.add_documents({"a": same, "b": same}, wait=False)
+        assert report.chunks_pending == 2
+        assert index.embed_pending() == 1
+        assert len(embedder.passages) == 1
+        assert index.embed_pending() == 0  # nothing left: nothing embedded again
+        # Replacing a document by the same text again reuses its vector.
+        index.add_documents({"c": same})
+        assert len(embedder.passages) == 1
+        assert {h.doc_id for h in index.search("same paragraph", mode="dense")} == {"a", "b", "c"}
+
+
+def test_deleted_and_replaced_pending_chunks_are_not_filled(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    with Index(tmp_path / "ix", embedder=embedder) as index:
+        index.add_documents(DOCS, wait=False)
+        index.delete_document("dogs")
+        index.add_documents({"tides": "# Tides\n\nNew text about the sea."}, wait=False)
+        assert index.pending_chunks() == 2
+        index.embed_pending()
+        # Only cats and the new tides: the deleted and the replaced chunks are never embedded.
+        assert len(embedder.passages) == 2
+        assert not any("Dogs bark" in p or "moon pulls" in p for p in embedder.passages)
+        assert index.pending_chunks() == 0 and index.verify().ok
+
+
+def test_background_embedding_while_searching(tmp_path: Path) -> None:
+    with Index(tmp_path / "ix", embedder=HashingEmbedder()) as index:
+        docs = {f"d{i}": f"# D{i}\n\nmarker{i} " + "lorem ipsum " * 40 for i in range(600)}
+        index.add_documents(docs, wait=False)
+        rounds: list[tuple[int, int]] = []
+        index.on_background_progress = lambda done, left: rounds.append((done, left))
+        index.embed_in_background()
+        while not index.wait_for_embedding(0.01):  # reads go on meanwhile, never blocked
+            hits = index.search("marker5", mode="keyword")
+            assert hits[0].doc_id == "d5"
+        assert index.pending_chunks() == 0
+        assert rounds and rounds[-1][1] == 0
+        assert index.search("marker5 lorem", mode="dense", top_k=1)[0].embedded
+
+
+def test_memory_index_waits_for_both_phases_and_ranks_as_on_disk(tmp_path: Path) -> None:
+    memory = Index(embedder=HashingEmbedder())
+    disk = Index(tmp_path / "ix", embedder=HashingEmbedder())
+    for index in (memory, disk):
+        report = index.add_documents(DOCS)
+        assert report.chunks_pending == 0 and report.chunks_embedded == 3
+        assert index.pending_chunks() == 0
+    for query in ("cats purr", "moon tides", "bark"):
+        assert [h.chunk_id for h in memory.search(query)] == [
+            h.chunk_id for h in disk.search(query)
+        ]
+    memory.close()
+    disk.close()
+
+
+def test_sync_folder_returns_after_the_keyword_phase_and_names_the_slowest_files(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name, text in DOCS.items():
+        (folder / f"{name}.md").write_text(text, encoding="utf-8")
+    with Index(tmp_path / "ix", embedder=HashingEmbedder()) as index:
+        report = sync_folder(index, folder, wait=False, workers=2)
+        assert report.added == 3 and report.chunks_pending == 3
+        assert 0 < report.keyword_seconds <= report.seconds
+        assert [Path(p).name for p, _, _ in report.slowest] and len(report.slowest) == 3
+        assert all(seconds >= 0 and chunks == 1 for _, seconds, chunks in report.slowest)
+        assert index.search("purr", mode="keyword")[0].doc_id == "cats.md"
+        index.embed_pending()
+        assert index.pending_chunks() == 0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_stop_ends_the_embedding_phase_after_a_round(tmp_path: Path, workers: int) -> None:
+    with Index(tmp_path / "ix", embedder=HashingEmbedder()) as index:
+        index.add_documents(
+            {f"d{i}": f"# D{i}\n\nunique{i} words" for i in range(300 * workers)}, wait=False
+        )
+        stop = threading.Event()
+        stop.set()
+        assert index.embed_pending(stop=stop) == 0
+        assert index.pending_chunks() == 300 * workers
