@@ -10,7 +10,7 @@ import time
 import pytest
 from rich.console import Console
 
-from guaipeca.progress import JobProgress, plain_line
+from guaipeca.progress import JobProgress, RoundLog, plain_line
 
 
 def test_plain_line_has_counts_rate_and_time_left() -> None:
@@ -64,3 +64,23 @@ def test_quiet_shows_nothing() -> None:
         job.task("x", "files", total=3).update(3)
         time.sleep(0.05)
     assert stream.getvalue() == ""
+
+
+def test_round_log_writes_every_interval_and_when_done() -> None:
+    lines: list[str] = []
+    log = RoundLog("embedding", "chunks", lines.append, interval=3600)
+    log(256, 744)  # the first round is written
+    log(512, 488)  # within the interval: not written
+    log(1000, 0)  # done: always written
+    assert len(lines) == 2
+    assert lines[0].startswith("embedding: 256/1,000 chunks (26%)")
+    assert lines[1].startswith("embedding: 1,000/1,000 chunks (100%)")
+
+
+def test_round_log_of_a_known_total() -> None:
+    lines: list[str] = []
+    log = RoundLog("index docs", "files", lines.append, interval=3600, of_total=True)
+    log(0, 40)
+    log(40, 40)
+    assert lines[0].startswith("index docs: 0/40 files (0%)")
+    assert lines[-1].startswith("index docs: 40/40 files (100%)")

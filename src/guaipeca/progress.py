@@ -29,7 +29,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-__all__ = ["PLAIN_INTERVAL_SECONDS", "JobProgress", "ProgressTask", "plain_line"]
+__all__ = ["PLAIN_INTERVAL_SECONDS", "JobProgress", "ProgressTask", "RoundLog", "plain_line"]
 
 #: Seconds between two plain lines (not on a terminal).
 PLAIN_INTERVAL_SECONDS = 5.0
@@ -199,3 +199,36 @@ class JobProgress:
                 running = [t for t in self.tasks if t.finished is None]
             for task in running:
                 self._write(task.line())
+
+
+class RoundLog:
+    """A ``progress(done, left)`` callback for work that runs in rounds with no end known in
+    advance (the server's background embedding): one plain line every few seconds, and one
+    when nothing is left. ``of_total``: called as ``progress(done, total)`` instead."""
+
+    def __init__(
+        self,
+        label: str,
+        unit: str,
+        write: Callable[[str], None],
+        interval: float = PLAIN_INTERVAL_SECONDS,
+        *,
+        of_total: bool = False,
+    ) -> None:
+        self._label, self._unit, self._write, self._interval = label, unit, write, interval
+        self._of_total = of_total
+        self._started: float | None = None
+        self._last = 0.0
+
+    def __call__(self, done: int, left: int) -> None:
+        if self._of_total:
+            left = max(0, left - done)
+        now = time.monotonic()
+        if self._started is None:
+            self._started = now
+        if left and now - self._last < self._interval:
+            return
+        self._last = now
+        self._write(plain_line(self._label, done, done + left, self._unit, now - self._started))
+        if not left:
+            self._started = None

@@ -228,4 +228,4 @@ class IndexStats:
         if not self.pending_chunks:
             return 0.0
         parts = [c.pending_seconds for c in self.corpora if c.pending_chunks]
-        return None if any(p is None for p in parts) else sum(p or 0.0 for p in parts)
+        return None if any(p is None for p in parts) else round(sum(p or 0.0 for p in parts), 1)

@@ -220,7 +220,7 @@ def _routes(service: Service, server: MCPServer, mcp_app: ASGIApp) -> list[BaseR
             "chunks": stats.chunks,
             # Progressive indexing: searchable by keyword only until embedded.
             "pending_chunks": stats.pending_chunks,
-            "pending_seconds": _rounded(stats.pending_seconds),
+            "pending_seconds": stats.pending_seconds,
             "corpora": [
                 {
                     "name": c.name,
@@ -542,7 +542,3 @@ async def serve_http(service: Service, host: str, port: int) -> None:
     shown = f"{_host_name('127.0.0.1' if host in _WILDCARD_BINDS else host)}:{port}"
     log.info("MCP at http://%s/mcp, web page at http://%s/", shown, shown)
     await server.serve()
-
-
-def _rounded(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds, 1)

@@ -33,7 +33,7 @@ from guaipeca.errors import (
 )
 from guaipeca.index import Index
 from guaipeca.ingest import ConversionCache, SyncReport, sync_folder
-from guaipeca.progress import PLAIN_INTERVAL_SECONDS, JobProgress, plain_line
+from guaipeca.progress import RoundLog
 from guaipeca.server.idle import ToolCalls
 from guaipeca.server.schema import (
     BrokenCorpus,
@@ -205,11 +205,8 @@ class Service:
         for c in loaded.settings.corpora:
             if c.name in index.corpora:
                 index.set_corpus_weight(c.name, c.weight)
-        # The embedding phase runs behind the server, logged every few seconds; work a
-        # killed process left pending resumes now.
-        index.on_background_progress = EmbeddingLog()
-        if index.pending_chunks():
-            index.embed_in_background()
+        index.on_background_progress = RoundLog("embedding", "chunks", log.info)
+        index.embed_in_background()  # embedding runs behind reads; resumes a killed run's
 
     @property
     def settings(self) -> Settings:
@@ -346,29 +343,26 @@ class Service:
         with self._state_lock:
             self._running = (conf.name, time.monotonic())
         try:
-            with JobProgress(write=log.info) as job:
-                files = job.task(f"index {conf.name}: searchable by keyword", "files")
-                report = sync_folder(
-                    self.index,
-                    root,
-                    corpus=conf.name,
-                    extensions=conf.extensions,
-                    exclude=conf.exclude,
-                    language=conf.language,
-                    cache_dir=self.loaded.data_dir / "converted",
-                    skip=[self.loaded.data_dir],
-                    force=force,
-                    workers=0,
-                    progress=files.update,
-                    wait=False,  # searchable by keyword now; embedded in the background
-                    limits=FileLimits(**self.settings.limits.model_dump()),
-                )
+            report = sync_folder(
+                self.index,
+                root,
+                corpus=conf.name,
+                extensions=conf.extensions,
+                exclude=conf.exclude,
+                language=conf.language,
+                cache_dir=self.loaded.data_dir / "converted",
+                skip=[self.loaded.data_dir],
+                force=force,
+                workers=0,
+                progress=RoundLog(f"index {conf.name}", "files", log.info, of_total=True),
+                wait=False,  # searchable by keyword now; embedded in the background
+                limits=FileLimits(**self.settings.limits.model_dump()),
+            )
             self.index.set_corpus_weight(conf.name, conf.weight)
         finally:
             with self._state_lock:
                 self._running = None
-        if report.chunks_pending:
-            self.index.embed_in_background()
+        self.index.embed_in_background()
         log.info(
             "indexed %s: %d added, %d changed, %d removed, %d failed",
             conf.name,
@@ -469,7 +463,7 @@ class Service:
                     documents=st.documents if st else 0,
                     chunks=st.chunks if st else 0,
                     pending_chunks=st.pending_chunks if st else 0,
-                    pending_seconds=_rounded(st.pending_seconds) if st else 0.0,
+                    pending_seconds=st.pending_seconds if st else 0.0,
                     configured=conf is not None,
                     indexed=st is not None,
                     upload_allowed=name in allowed,
@@ -489,7 +483,7 @@ class Service:
             documents=stats.documents,
             chunks=stats.chunks,
             pending_chunks=stats.pending_chunks,
-            pending_seconds=_rounded(stats.pending_seconds),
+            pending_seconds=stats.pending_seconds,
             corpora=corpora,
             broken=[
                 BrokenCorpus(name=n, reason=self.sanitise(r))
@@ -704,27 +698,3 @@ def decode_base64(content: str, limit: int) -> bytes:
         raise InvalidArgumentError(
             "content_base64 is not valid base64 (standard alphabet with padding, no line breaks)"
         ) from None
-
-
-def _rounded(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds, 1)
-
-
-class EmbeddingLog:
-    """Background embedding progress as one log line every few seconds (and when done)."""
-
-    def __init__(self, interval: float = PLAIN_INTERVAL_SECONDS) -> None:
-        self._interval = interval
-        self._started: float | None = None
-        self._last = 0.0
-
-    def __call__(self, done: int, left: int) -> None:
-        now = time.monotonic()
-        if self._started is None:
-            self._started = now
-        if left and now - self._last < self._interval:
-            return
-        self._last = now
-        log.info(plain_line("embedding", done, done + left, "chunks", now - self._started))
-        if not left:
-            self._started = None

@@ -784,7 +784,7 @@ class Corpus:
             catalog_bytes=self.catalog.size_bytes(),
             lexical_bytes=self.lexical.size_bytes(),
             pending_chunks=pending,
-            pending_seconds=pending / rate if rate > 0 else (0.0 if not pending else None),
+            pending_seconds=round(pending / rate, 1) if rate > 0 else (None if pending else 0.0),
         )
 
     def release_memory(self) -> None:
