@@ -169,6 +169,71 @@ def test_private_import_check_sees_imports_inside_functions() -> None:
     )
 
 
+def _exception_classes(tree: ast.AST) -> Iterator[str]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            bases = [ast.unparse(b) for b in node.bases]
+            if node.name.endswith("Error") or any(
+                b.endswith(("Error", "Exception")) for b in bases
+            ):
+                yield node.name
+
+
+def test_every_error_lives_in_errors_py_and_is_a_guaipeca_error() -> None:
+    elsewhere = [
+        f"{module}.{name}"
+        for module, _, tree in _modules()
+        if module != "guaipeca.errors"
+        for name in _exception_classes(tree)
+        if not name.startswith("_")  # a private control-flow signal never leaves its module
+    ]
+    assert elsewhere == [], f"error classes outside errors.py: {elsewhere}"
+    from guaipeca import errors
+
+    classes = [
+        v for v in vars(errors).values() if isinstance(v, type) and v.__module__ == errors.__name__
+    ]
+    assert len(classes) > 5
+    assert all(issubclass(c, errors.GuaipecaError) for c in classes)
+
+
+# Type aliases each module spells for itself.
+_LOCAL_ALIASES = {"T", "F32"}
+
+
+def test_every_public_constant_has_one_home() -> None:
+    homes: dict[str, list[str]] = {}
+    for module, _, tree in _modules():
+        for node in tree.body:
+            targets = (
+                [t for t in node.targets if isinstance(t, ast.Name)]
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                else []
+            )
+            for target in targets:
+                name = target.id
+                if name.isupper() and not name.startswith("_") and name not in _LOCAL_ALIASES:
+                    homes.setdefault(name, []).append(module)
+    twice = {name: where for name, where in homes.items() if len(where) > 1}
+    assert twice == {}, f"constants defined in more than one module: {twice}"
+
+
+def test_the_version_is_read_from_the_installed_metadata_only() -> None:
+    from importlib.metadata import version
+
+    assert guaipeca.__version__ == version("guaipeca")
+    written = [
+        module
+        for module, _, tree in _modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "__version__" for t in node.targets)
+    ]
+    assert written == ["guaipeca"]
+
+
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
     return grimp.build_graph("guaipeca", cache_dir=None)

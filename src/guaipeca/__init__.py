@@ -7,6 +7,7 @@ documents, as a library, a CLI and an MCP server.
 >>> hits = index.search("text", top_k=5)                        # doctest: +SKIP
 """
 
+from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
 from guaipeca.errors import (
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
     from guaipeca.config import EngineSettings
     from guaipeca.index import Index
 
-__version__ = "0.1.0"
+# The one place the version is read: pyproject.toml sets it, the installed metadata carries it.
+__version__ = version("guaipeca")
 
 
 def __getattr__(name: str) -> Any:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from guaipeca.config import MAX_TOP_K
 from guaipeca.enrich import Enrichment, enrich_text
 from guaipeca.errors import InvalidArgumentError, NotFoundError
 from guaipeca.search.fusion import weighted_rrf
@@ -573,7 +574,11 @@ def _search_ranked(
     search_ranked: list[tuple[str, int]] = []
     search_hits: dict[tuple[str, int], Hit] = {}
     for hit in index.search(
-        expansion, top_k=min(before, 1000), candidates=max(before, 100), corpora=names, where=where
+        expansion,
+        top_k=min(before, MAX_TOP_K),
+        candidates=max(before, 100),
+        corpora=names,
+        where=where,
     ):
         if allowed(hit.corpus, hit.doc_id, hit.chunk_id):
             key = (hit.corpus, int(hit.chunk_id.rpartition(":")[2]))

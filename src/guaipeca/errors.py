@@ -1,7 +1,9 @@
 """One error hierarchy, with messages written for the people who read them.
 
-Every error the library raises on purpose is a :class:`GuaipecaError`; the CLI and the
-server turn these into one-line messages and exit codes / JSON-RPC errors at the edge.
+Every error the library raises on purpose is a :class:`GuaipecaError` defined here, and only
+here (tests/test_architecture.py checks it); the CLI and the server turn these into one-line
+messages and exit codes / JSON-RPC errors at the edge. The only exception classes elsewhere
+are module-private control-flow signals (a leading underscore) that never leave their module.
 """
 
 from __future__ import annotations
@@ -45,3 +47,39 @@ class ConversionError(GuaipecaError):
 
 class BackendUnavailableError(GuaipecaError):
     """The storage server cannot be reached (down, timed out, refused): retry later."""
+
+
+class AuthError(GuaipecaError):
+    """A request's credentials are missing or wrong; the message is safe to show."""
+
+
+class UnsafePathError(GuaipecaError):
+    """A client-given path that could leave its folder or look like another one."""
+
+
+class SearchBusyError(GuaipecaError):
+    """Every search slot stayed taken for a whole deadline."""
+
+
+class SearchTimeoutError(GuaipecaError):
+    """One search ran past its deadline."""
+
+
+class KeyProblems(GuaipecaError, ValueError):
+    """Problems found by a cross-field settings check, each at a key path below the model's
+    own (a ValueError too, which is what pydantic turns into a validation error).
+
+    Pydantic reports a model validator's error at the model itself; carrying the exact
+    sub-path lets the config messages name ``corpora.2.name`` rather than ``<root>``, and one
+    exception can carry several problems. It never leaves the config package: loading turns
+    it into a :class:`ConfigError`.
+    """
+
+    def __init__(self, problems: list[tuple[tuple[str | int, ...], str]]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{dotted_key(loc)}: {msg}" for loc, msg in problems))
+
+
+def dotted_key(loc: tuple[object, ...]) -> str:
+    """A settings key path as written in messages: ``corpora.2.name`` (``<root>`` if empty)."""
+    return ".".join(str(p) for p in loc) or "<root>"

@@ -6,6 +6,7 @@ Everything else in the package imports its settings from here."""
 from guaipeca.config.settings import (
     DEFAULT_CORPUS,
     ENV_OVERRIDES,
+    MAX_TOP_K,
     SUPPORTED_EXTENSIONS,
     ChunkingSettings,
     CorpusSettings,
@@ -33,6 +34,7 @@ from guaipeca.config.template import render_default_config
 __all__ = [
     "DEFAULT_CORPUS",
     "ENV_OVERRIDES",
+    "MAX_TOP_K",
     "SUPPORTED_EXTENSIONS",
     "ChunkingSettings",
     "CorpusSettings",

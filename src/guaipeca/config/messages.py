@@ -17,22 +17,7 @@ from pydantic import (
     ValidationError,
 )
 
-
-class KeyProblems(ValueError):
-    """Problems found by a cross-field check, each at a key path below the model's own.
-
-    Pydantic reports a model validator's error at the model itself; carrying the exact
-    sub-path lets :func:`format_validation_error` name ``corpora.2.name`` rather than
-    ``<root>``, and one exception can carry several problems.
-    """
-
-    def __init__(self, problems: list[tuple[tuple[str | int, ...], str]]) -> None:
-        self.problems = problems
-        super().__init__("; ".join(f"{_dotted(loc)}: {msg}" for loc, msg in problems))
-
-
-def _dotted(loc: tuple[str | int, ...] | tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc) or "<root>"
+from guaipeca.errors import KeyProblems, dotted_key
 
 
 def _strip_optional(annotation: Any) -> Any:
@@ -190,5 +175,5 @@ def format_problems(
             where = f" (in {os.fspath(source)})"
         else:
             where = ""
-        parts.append(" ".join(f"{_dotted(loc)}: {msg}{where}".split()))
+        parts.append(" ".join(f"{dotted_key(loc)}: {msg}{where}".split()))
     return "; ".join(parts)

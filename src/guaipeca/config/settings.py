@@ -32,12 +32,13 @@ from pydantic import (
     model_validator,
 )
 
-from guaipeca.config.messages import KeyProblems, format_problems, value_kind
-from guaipeca.errors import ConfigError
+from guaipeca.config.messages import format_problems, value_kind
+from guaipeca.errors import ConfigError, KeyProblems
 from guaipeca.text.languages import language_name
 
 __all__ = [
     "ENV_OVERRIDES",
+    "MAX_TOP_K",
     "SUPPORTED_EXTENSIONS",
     "ChunkingSettings",
     "CorpusSettings",
@@ -63,6 +64,9 @@ __all__ = [
 
 MiB: Final = 1024 * 1024
 CONFIG_FILENAME: Final = "guaipeca.yaml"
+#: Most hits one library search returns (search.top_k and every top_k argument); the MCP tools
+#: allow fewer (TOOL_MAX_TOP_K in server/tools/common.py).
+MAX_TOP_K: Final = 1000
 DEFAULT_CORPUS: Final = "default"
 
 #: File extensions Guaipeca can convert to text (§2.1), lowercase with the leading dot.
@@ -267,7 +271,7 @@ class SearchSettings(_Frozen):
     mode: Literal["hybrid", "dense", "keyword"] = Field(
         "hybrid", description="hybrid (both, fused), dense (vectors) or keyword (BM25)"
     )
-    top_k: int = Field(10, ge=1, le=1000, description="results returned")
+    top_k: int = Field(10, ge=1, le=MAX_TOP_K, description="results returned")
     candidates: int = Field(
         100, ge=1, le=10_000, description="depth of each retriever's list before fusion"
     )

@@ -3,6 +3,7 @@
 Everything above it (agentic, ingest, evaluate, the CLI and the server) uses this public API only.
 """
 
-from guaipeca.index.facade import MAX_QUERY_CHARS, MAX_TOP_K, Index
+from guaipeca.config import MAX_TOP_K
+from guaipeca.index.facade import MAX_QUERY_CHARS, Index
 
 __all__ = ["MAX_QUERY_CHARS", "MAX_TOP_K", "Index"]

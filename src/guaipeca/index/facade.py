@@ -18,7 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from guaipeca.config import EngineSettings
+from guaipeca.config import MAX_TOP_K, EngineSettings
 from guaipeca.embed import CachedEmbedder, Embedder, QueryCache, default_embedder
 from guaipeca.errors import (
     BackendUnavailableError,
@@ -65,7 +65,6 @@ if TYPE_CHECKING:
 __all__ = ["Index"]
 
 MAX_QUERY_CHARS = 8192
-MAX_TOP_K = 1000
 _REDISCOVER_SECONDS = 10.0
 
 

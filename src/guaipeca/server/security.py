@@ -46,7 +46,13 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from guaipeca.config import LoadedSettings, ServerSettings, Settings
-from guaipeca.errors import ConfigError, GuaipecaError
+from guaipeca.errors import (
+    AuthError,
+    ConfigError,
+    SearchBusyError,
+    SearchTimeoutError,
+    UnsafePathError,
+)
 
 __all__ = [
     "IDENTITY_SCOPE_KEY",
@@ -110,10 +116,6 @@ def _client_ip(scope: Scope) -> str:
 
 
 # -- authentication ----------------------------------------------------------------------
-class AuthError(Exception):
-    """A request's credentials are missing or wrong; the message is safe to show."""
-
-
 class Authenticator:
     """Checks ``Authorization: Bearer <credential>`` against a static token and/or JWTs.
 
@@ -479,10 +481,6 @@ class SanitizedErrorsMiddleware:
 
 
 # -- paths given by clients --------------------------------------------------------------
-class UnsafePathError(GuaipecaError):
-    """A client-given path that could leave its folder or look like another one."""
-
-
 _DRIVE_PREFIX_LEN: Final = 2
 
 
@@ -553,14 +551,6 @@ def resolve_inside(
 
 
 # -- searches: concurrency cap and deadline ----------------------------------------------
-class SearchBusyError(GuaipecaError):
-    """Every search slot stayed taken for a whole deadline."""
-
-
-class SearchTimeoutError(GuaipecaError):
-    """One search ran past its deadline."""
-
-
 class SearchGate:
     """At most ``max_concurrent`` searches at once, each with a deadline.
 

@@ -16,13 +16,13 @@ from pydantic import BaseModel, Field
 from guaipeca import agentic
 from guaipeca.agentic import CONTENT_TYPES, NeighborSpan, RelatedHit, build_filter, search_depth
 from guaipeca.enrich import Enrichment
-from guaipeca.index import MAX_QUERY_CHARS
+from guaipeca.index import MAX_QUERY_CHARS, MAX_TOP_K
 from guaipeca.server.schema import ChunkOut, HitOut
 from guaipeca.server.security import SearchGate
 from guaipeca.server.service import Service
 from guaipeca.server.tools.common import (
-    MAX_CHUNK_IDS,
     READ_ONLY,
+    TOOL_MAX_CHUNK_IDS,
     TOOL_MAX_TOP_K,
     WHERE_DOC,
     Registrar,
@@ -39,8 +39,6 @@ __all__ = [
     "register_read_neighbors",
     "register_semantic_search",
 ]
-
-MAX_TOP_K_BEFORE = 1000
 
 
 # -- output models -----------------------------------------------------------------------
@@ -142,7 +140,7 @@ _Before = Annotated[
     int | None,
     Field(
         ge=1,
-        le=MAX_TOP_K_BEFORE,
+        le=MAX_TOP_K,
         description="Candidates handed to the reranker (default: the server's "
         "search.top_k_before); at least top_k_after.",
     ),
@@ -164,8 +162,8 @@ _Rerank = Annotated[
     ),
 ]
 _ChunkIds = Annotated[
-    str | Annotated[list[str], Field(min_length=1, max_length=MAX_CHUNK_IDS)],
-    Field(description=f"One chunk id ('corpus:number') or a list of up to {MAX_CHUNK_IDS}."),
+    str | Annotated[list[str], Field(min_length=1, max_length=TOOL_MAX_CHUNK_IDS)],
+    Field(description=f"One chunk id ('corpus:number') or a list of up to {TOOL_MAX_CHUNK_IDS}."),
 ]
 _Terms = Annotated[
     list[Annotated[str, Field(min_length=1, max_length=200)]] | None,

@@ -37,8 +37,8 @@ from guaipeca.server.service import (
 
 __all__ = [
     "INSTRUCTIONS",
-    "MAX_CHUNK_IDS",
     "READ_ONLY",
+    "TOOL_MAX_CHUNK_IDS",
     "TOOL_MAX_TOP_K",
     "WHERE_DOC",
     "Registrar",
@@ -55,7 +55,7 @@ log = logging.getLogger("guaipeca.server")
 #: Most hits one search call returns (the library allows more; an agent's context does not).
 TOOL_MAX_TOP_K = 100
 #: Most chunk ids one get_chunk call takes.
-MAX_CHUNK_IDS = 100
+TOOL_MAX_CHUNK_IDS = 100
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")

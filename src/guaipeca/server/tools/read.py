@@ -21,8 +21,8 @@ from guaipeca.server.schema import (
 )
 from guaipeca.server.service import Service
 from guaipeca.server.tools.common import (
-    MAX_CHUNK_IDS,
     READ_ONLY,
+    TOOL_MAX_CHUNK_IDS,
     WHERE_DOC,
     Registrar,
     in_thread,
@@ -46,10 +46,10 @@ def register_get_chunk(tool: Registrar, service: Service) -> None:
     @tool("Read chunks", **READ_ONLY)
     async def get_chunk(
         chunk_ids: Annotated[
-            str | Annotated[list[str], Field(min_length=1, max_length=MAX_CHUNK_IDS)] | None,
+            str | Annotated[list[str], Field(min_length=1, max_length=TOOL_MAX_CHUNK_IDS)] | None,
             Field(
                 description="One chunk id ('corpus:number', from search results or "
-                f"get_toc) or a list of up to {MAX_CHUNK_IDS}."
+                f"get_toc) or a list of up to {TOOL_MAX_CHUNK_IDS}."
             ),
         ] = None,
         chunk_id: Annotated[

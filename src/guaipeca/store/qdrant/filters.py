@@ -24,11 +24,7 @@ from typing import Any, Final
 
 from qdrant_client import models
 
-from guaipeca.store import filters as _filters
-from guaipeca.store.filters import BUILTIN_FIELDS, CORPUS_FIELD
-
-# Chunk enrichment lists (SPEC §8), when this version of the filter dialect has them.
-ENRICHMENT_FIELDS: Final[Mapping[str, str]] = getattr(_filters, "ENRICHMENT_FIELDS", {})
+from guaipeca.store.filters import BUILTIN_FIELDS, CORPUS_FIELD, ENRICHMENT_FIELDS
 
 __all__ = ["PAYLOAD_FIELDS", "Translation", "matches", "translate"]
 
