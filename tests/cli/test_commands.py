@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from guaipeca import Index
 from guaipeca.cli import EXIT_OK, EXIT_USAGE, EXIT_USER, main
 from support import REPO
 
@@ -112,6 +114,25 @@ def test_status_reports_corpora(capsys: pytest.CaptureFixture[str], notes: Path)
     assert code == EXIT_OK and data["documents"] == 2 and data["corpora"][0]["name"] == "mine"
     code, out, _ = run(capsys, "status")
     assert "mine: 2 documents" in out
+
+
+def test_index_shows_both_phases_and_status_shows_pending_work(
+    capsys: pytest.CaptureFixture[str], notes: Path
+) -> None:
+    code, out, err = run(capsys, "index", "--path", str(notes))
+    # Not a terminal: plain lines, the last of each phase saying how long it took.
+    assert code == EXIT_OK and "searchable by keyword after" in out
+    assert re.search(r"default: searchable by keyword: 2/2 files \(100%\).*done in", err), err
+    assert re.search(r"default: embedded: (\d+)/\1 chunks \(100%\).*done in", err), err
+    # Work left pending (as by a killed run) is reported with its count.
+    with Index(Path(os.environ["GUAIPECA_HOME"]) / "data" / "index") as index:
+        index.add_documents({"late": "# Late\n\nA note about oolong."}, wait=False)
+    data = json.loads(run(capsys, "status", "--json")[1])
+    assert data["pending_chunks"] == 1 and data["corpora"][0]["pending_chunks"] == 1
+    assert "1 waiting for vectors" in run(capsys, "status")[1]
+    # The next run resumes it: keyword and meaning both find the note afterwards.
+    run(capsys, "index", "--path", str(notes))
+    assert json.loads(run(capsys, "status", "--json")[1])["pending_chunks"] == 0
 
 
 @pytest.mark.parametrize(

@@ -558,6 +558,8 @@ def status(
         "dimension": s.dimension,
         "documents": s.documents,
         "chunks": s.chunks,
+        "pending_chunks": s.pending_chunks,
+        "pending_seconds": s.pending_seconds,
         "corpora": corpora,
         "broken": broken,
     }
@@ -571,6 +573,10 @@ def status(
         size = (e["vector_bytes"] + e["catalog_bytes"] + e["lexical_bytes"]) / 1e6
         topic = f" — {e['topic']}" if e["topic"] else ""
         note = f"; {e['note']}" if e["note"] else ""
+        if e["pending_chunks"]:  # progressive indexing: keyword only until embedded
+            left = e["pending_seconds"]
+            eta = f", about {left:.0f} s left" if left is not None else ""
+            note += f"; {e['pending_chunks']} waiting for vectors{eta}"
         out.print(
             f"  {e['name']}{topic}: {_count(e['documents'], 'document')}, "
             f"{_count(e['chunks'], 'chunk')}, {e['language']}, {size:.1f} MB{note}",
