@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from guaipeca.errors import GuaipecaError
+from guaipeca.progress import JobProgress
 from guaipeca.store.transfer import migrate_corpus
 
 if TYPE_CHECKING:
@@ -46,10 +38,6 @@ def _open(loaded: LoadedSettings, backend_name: str) -> Index:
         )
     backend = QdrantBackend.from_settings(q)
     return Index(embedder=embedder, settings=s.engine(), backend=backend)
-
-
-def _updater(bar: Progress, task: TaskID) -> Callable[[int, int], None]:
-    return lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def run_migrate(
@@ -99,25 +87,14 @@ def run_migrate(
         for name in names:
             store = source._corpus(name)
             target.create_corpus(name, language=store.language)
-            bar = Progress(
-                TextColumn(f"[bold]{name}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("documents"),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-                disable=not err.is_terminal,
-            )
-            task = bar.add_task(name, total=None)
             started = time.perf_counter()
-            with bar:
+            with JobProgress(console=err) as job:
                 report = migrate_corpus(
                     store,
                     target._corpus(name),
                     checkpoint=checkpoint,
                     batch=batch,
-                    progress=_updater(bar, task),
+                    progress=job.task(f"{name}: copied", "documents").update,
                 )
             seconds = time.perf_counter() - started
             out.print(
