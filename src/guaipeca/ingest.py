@@ -16,9 +16,9 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +33,7 @@ from guaipeca.convert import (
 from guaipeca.errors import ConversionError, GuaipecaError, InvalidArgumentError
 from guaipeca.index import Index
 from guaipeca.index.write import ChunkPlan, plan_chunks
-from guaipeca.types import NewDocument
+from guaipeca.types import NewDocument, SourceState
 
 __all__ = [
     "KEPT_NOTE",
@@ -332,10 +332,45 @@ def sync_folder(
     known = {s.doc_id: s for s in index.source_states(corpus)}
 
     # 1. Which files changed: size+mtime first, then the hash.
-    candidates: list[_Candidate] = []
-    seen: set[str] = set()
     # Never index our own data folder (e.g. when the corpus is the home directory).
     skipped = [Path(p).expanduser().resolve() for p in skip]
+    candidates, seen = _changed_files(root, exts, exclude, skipped, known, force, max_bytes, report)
+    # 2-3. Convert what the cache does not have (in worker processes if asked, running
+    # ahead), and add in path order as results arrive, so any number of workers gives the
+    # same index and the first documents are searchable while later ones still convert.
+    if workers == 0:
+        auto = min(AUTO_WORKERS, os.cpu_count() or 1)
+        workers = auto if len(candidates) >= AUTO_WORKERS_MIN_FILES else 1
+    plan_for = _PlanFor(corpus, index.corpus_language(corpus), index.settings)
+    conversions = _conversions(
+        candidates, cache, force, workers, max_bytes, limits or FileLimits(), plan_for
+    )
+    adder = _Adder(index, corpus, report, wait)
+    timings = _add_converted(conversions, len(candidates), cache, known, adder, progress)
+    report.keyword_seconds = time.perf_counter() - started
+    _note_slowest(index, corpus, timings, report)
+    # 4. Files that are gone leave the index (documents added through the API stay).
+    for doc_id, state in known.items():
+        if state.source_path is not None and doc_id not in seen:
+            report.removed += int(index.delete_document(doc_id, corpus=corpus))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _changed_files(
+    root: Path,
+    exts: tuple[str, ...],
+    exclude: Sequence[str],
+    skipped: list[Path],
+    known: Mapping[str, SourceState],
+    force: bool,
+    max_bytes: int,
+    report: SyncReport,
+) -> tuple[list[_Candidate], set[str]]:
+    """The files to (re)index, with their hashes, and every file seen (by relative path).
+    Unchanged files (same path, size and mtime) are counted, unreadable ones reported."""
+    candidates: list[_Candidate] = []
+    seen: set[str] = set()
     paths = [
         p
         for p in _walk(root, exts, exclude, report.failed)
@@ -372,21 +407,24 @@ def sync_folder(
             report.failed.append((str(path), _reason(exc) + kept))
             continue
         candidates.append(_Candidate(path, rel, st.st_size, st.st_mtime_ns, sha))
+    return candidates, seen
 
-    # 2-3. Convert what the cache does not have (in worker processes if asked, running
-    # ahead), and add in path order as results arrive, so any number of workers gives the
-    # same index and the first documents are searchable while later ones still convert.
-    total = len(candidates)
+
+def _add_converted(
+    conversions: AbstractContextManager[Iterator[_Result]],
+    total: int,
+    cache: ConversionCache,
+    known: Mapping[str, SourceState],
+    adder: _Adder,
+    progress: Progress | None,
+) -> list[tuple[_Candidate, float]]:
+    """Add each converted file as it arrives (failures to the report); the conversion
+    seconds of each file added."""
+    report = adder.report
+    timings: list[tuple[_Candidate, float]] = []
     if progress:
         progress(0, total)
-    adder = _Adder(index, corpus, report, wait)
-    timings: list[tuple[_Candidate, float]] = []
-    limits = limits or FileLimits()
-    plan_for = _PlanFor(corpus, index.corpus_language(corpus), index.settings)
-    if workers == 0:
-        auto = min(AUTO_WORKERS, os.cpu_count() or 1)
-        workers = auto if len(candidates) >= AUTO_WORKERS_MIN_FILES else 1
-    with _conversions(candidates, cache, force, workers, max_bytes, limits, plan_for) as results:
+    with conversions as results:
         for done, (c, result, seconds, fresh, plan) in enumerate(results, start=1):
             if isinstance(result, str):
                 report.failed.append((str(c.path), result + (KEPT_NOTE if c.rel in known else "")))
@@ -400,20 +438,18 @@ def sync_folder(
             if progress:
                 progress(done, total)
     adder.flush()
-    report.keyword_seconds = time.perf_counter() - started
+    return timings
+
+
+def _note_slowest(
+    index: Index, corpus: str, timings: list[tuple[_Candidate, float]], report: SyncReport
+) -> None:
     for c, seconds in sorted(timings, key=lambda t: -t[1])[:SLOWEST_FILES]:
         try:
             chunks = index.get_document(c.rel, corpus=corpus).chunk_count
         except GuaipecaError:
             chunks = 0
         report.slowest.append((str(c.path), seconds, chunks))
-
-    # 4. Files that are gone leave the index (documents added through the API stay).
-    for doc_id, state in known.items():
-        if state.source_path is not None and doc_id not in seen:
-            report.removed += int(index.delete_document(doc_id, corpus=corpus))
-    report.seconds = time.perf_counter() - started
-    return report
 
 
 class _Adder:
