@@ -1,5 +1,5 @@
 """What the MCP tools return: pydantic models that become each tool's output schema and the
-result's ``structuredContent`` (server/tools.py).
+result's ``structuredContent`` (server/tools/).
 """
 
 from typing import Any

@@ -1,4 +1,4 @@
-"""What the MCP tools act on (server/tools.py): the open index, the loaded settings, the
+"""What the MCP tools act on (server/tools/): the open index, the loaded settings, the
 configured corpora and their folders, and the checks every path and file name an agent sends
 goes through before anything touches the disk.
 

@@ -174,8 +174,8 @@ class CorpusStore(Protocol):
         *,
         scan: DenseScan = "exact",
     ) -> list[tuple[int, float]]:
-        """Cosine top-``n``; ``scan`` is a speed hint (search/binary.py) a backend may ignore
-        when its own index is already sub-linear."""
+        """Cosine top-``n``; ``scan`` is a speed hint (store/embedded/binary.py) a backend
+        may ignore when its own index is already sub-linear."""
         ...
 
     def keyword(

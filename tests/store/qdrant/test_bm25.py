@@ -12,7 +12,7 @@ from support.qdrant import open_index
 
 
 def test_fieldnorm_matches_tantivys_one_byte_lengths() -> None:
-    # The values documented in lexical.py (tantivy's fieldnorm table).
+    # The values documented in lexical/sparse.py (tantivy's fieldnorm table).
     assert [fieldnorm(n) for n in (0, 1, 23, 24, 40, 41, 57, 100, 1000)] == [
         0,
         1,

@@ -69,7 +69,7 @@ _OpenedSlots = tuple[int, npt.NDArray[np.int64], int]
 class _Snapshot:
     generation: int
     slot_to_pk: npt.NDArray[np.int64]  # -1 where the slot is free
-    # Sign bits of every slot's vector for the binary prefilter (search/binary.py); built on
+    # Sign bits of every slot's vector for the binary prefilter (store/embedded/binary.py); built on
     # the first binary scan, then kept up to date by this process's writes.
     signs: Signs | None = None
     # Which slots hold a chunk, and how many: every dense scan needs them, so once per
@@ -707,7 +707,7 @@ class Corpus:
         """Cosine top-``n``: ``(chunk_pk, score)`` best first, ties by chunk_pk.
 
         ``scan="exact"`` scores every live vector. ``"binary"`` first keeps the slots nearest
-        by sign-bit Hamming distance (search/binary.py) and scores only those exactly: the
+        by sign-bit Hamming distance (store/embedded/binary.py) and scores only those exactly: the
         scores are exact, a true top-``n`` item is rarely missed (recall measured in bench/).
         ``"auto"`` is binary from ``BINARY_MIN_CHUNKS`` live chunks. Filtered scans are exact.
         """
@@ -733,7 +733,7 @@ class Corpus:
             live = snap.live
             if snap.live_count == 0:
                 return []
-            # Block by block, released as it goes when the file is large (store/vectors.py).
+            # Block by block, released as it goes when the file is large (embedded/vectors.py).
             scores = vector_scores(self._vectors, query, high_water)
             pks = snap.slot_to_pk
             scores = np.where(live, scores, -np.inf)
