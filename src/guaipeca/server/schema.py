@@ -172,6 +172,14 @@ class CorpusStatus(BaseModel):
         description="why searches skip it: in the data folder but not in the configuration "
         "(with the command that drops it)",
     )
+    model: str = Field(
+        "", description="what its vectors are: provider, model, dimension, prefixes, weights hash"
+    )
+    model_mismatch: str | None = Field(
+        None,
+        description="why dense search is off (vectors of another model; keyword search works "
+        "until 'guaipeca reembed'); null: none",
+    )
 
 
 class BrokenCorpus(BaseModel):

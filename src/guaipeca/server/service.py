@@ -24,6 +24,7 @@ from typing import Any
 from guaipeca import __version__
 from guaipeca.config import CorpusSettings, LoadedSettings, Settings
 from guaipeca.convert import FileLimits, convert_bytes
+from guaipeca.embed import identity_of
 from guaipeca.errors import (
     BackendUnavailableError,
     ConversionError,
@@ -473,6 +474,10 @@ class Service:
                         f"not in the configuration, so not searched; drop it with "
                         f"'guaipeca drop {name}'"
                     ),
+                    model=st.model if st else identity_of(self.index.embedder_for(name)).describe(),
+                    model_mismatch=self.sanitise(st.model_mismatch)
+                    if st and st.model_mismatch
+                    else None,
                 )
             )
         running = self.indexing

@@ -437,6 +437,8 @@ async def test_status_reports_model_and_every_corpus(client: Client, service: Se
         "indexed": True,
         "upload_allowed": True,
         "note": None,
+        "model": "custom hashing-64 (64-d)",
+        "model_mismatch": None,
     }
     assert corpora["archive"]["language"] == "portuguese"
     assert corpora["archive"]["upload_allowed"] is False

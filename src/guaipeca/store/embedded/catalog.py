@@ -87,6 +87,10 @@ def _connect(target: str) -> sqlite3.Connection:
     return db
 
 
+#: Columns of the vector_identity table, as the fields of embed/identity.py's EmbedderIdentity.
+_IDENTITY = ("provider", "model", "dimension", "query_prefix", "passage_prefix", "weights_sha256")
+
+
 class Catalog:
     """One corpus's catalog. ``path=None`` keeps it in memory (same schema, same SQL)."""
 
@@ -143,6 +147,13 @@ class Catalog:
 
     def generation(self) -> int:
         return int(self.get_meta("generation") or 0)
+
+    def vector_identity(self) -> dict[str, Any] | None:
+        """The recorded identity of the vectors (None: nothing recorded yet); fields that
+        were not recorded (corpora older than identities) are None."""
+        with self._reading() as db:
+            row = db.execute(f"SELECT {', '.join(_IDENTITY)} FROM vector_identity").fetchone()
+        return None if row is None else dict(zip(_IDENTITY, row, strict=True))
 
     # -- writes ------------------------------------------------------------------------
     @contextmanager
@@ -501,6 +512,17 @@ class WriteTxn:
 
     def set_meta(self, key: str, value: str) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def set_vector_identity(self, identity: Mapping[str, Any]) -> None:
+        """Record what the vectors are now (and the model/dimension meta read by older code)."""
+        values = [identity[k] for k in _IDENTITY]
+        self._db.execute(
+            f"INSERT OR REPLACE INTO vector_identity (id, {', '.join(_IDENTITY)}) "
+            f"VALUES (1, {', '.join('?' * len(_IDENTITY))})",
+            values,
+        )
+        self.set_meta("model", str(identity["model"]))
+        self.set_meta("dimension", str(identity["dimension"]))
 
     def execute_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         self._db.executemany(sql, rows)

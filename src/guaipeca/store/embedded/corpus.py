@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from guaipeca.errors import ConfigError, IndexCorruptError, ModelError
+from guaipeca.embed.identity import EmbedderIdentity
+from guaipeca.errors import ConfigError, IndexCorruptError
 from guaipeca.lexical import Analyzer, LexicalIndex
 from guaipeca.store.contract import ChunkRow, DenseScan, PreparedDocument, valid_corpus_name
 from guaipeca.store.embedded.binary import (
@@ -95,19 +96,24 @@ class Corpus:
         model: str,
         dim: int,
         reembed: Reembed | None = None,
+        identity: EmbedderIdentity | None = None,
     ) -> None:
         self.name = valid_corpus_name(name)
+        #: Why the vectors cannot serve the configured model (another identity), or None.
+        #: Such a corpus still answers keyword searches and reads; ``guaipeca reembed`` fixes it.
+        self.mismatch: str | None = None
+        self.identity = identity or EmbedderIdentity("custom", model, dim)
         self.folder = folder
         if folder is not None:
             folder.mkdir(parents=True, exist_ok=True)
             _refuse_lost_catalog(self.name, folder)
         self.catalog = Catalog(folder / "catalog.sqlite" if folder else None)
         self._lock = WriteLock(folder / "write.lock" if folder else None)
-        with self._lock:
-            self.language = self._check_meta(language, model, dim)
         self.model = model
         self.dim = dim
-        self._reembed = reembed
+        with self._lock:
+            self.language = self._check_meta(language, model, dim)
+        self._model_reembed = reembed
         self.analyzer = Analyzer(self.language)
         with self._lock:
             self._vectors: FileVectors | MemoryVectors
@@ -126,18 +132,13 @@ class Corpus:
                 {
                     "corpus": self.name,
                     "language": lang,
-                    "model": model,
-                    "dimension": str(dim),
                     "vectors_file": "vectors.f32",
                 }
             )
+            with self.catalog.write(derived=False) as txn:
+                txn.set_vector_identity(dataclasses.asdict(self.identity))
             return lang
-        if stored["model"] != model or stored["dimension"] != str(dim):
-            raise ModelError(
-                f"corpus {self.name!r} was indexed with model {stored['model']} "
-                f"(dimension {stored['dimension']}), not {model} (dimension {dim}); "
-                "re-index it with 'guaipeca index --force'"
-            )
+        self._check_identity()
         lang = stored["language"] or "english"
         if language is not None and language != lang:
             raise ConfigError(
@@ -145,6 +146,31 @@ class Corpus:
                 "re-index it with 'guaipeca index --force' to change its language"
             )
         return lang
+
+    @property
+    def _reembed(self) -> Reembed | None:
+        # Re-embedding damaged rows with the configured model would mix two models' vectors.
+        return self._model_reembed if self.mismatch is None else None
+
+    def _check_identity(self, *, fill: bool = True) -> None:
+        """Compare the recorded identity with the configured model's: on a mismatch the
+        corpus serves keyword search only, with the stored dimension; on a match, fields an
+        older Guaipeca did not record are filled in (``fill``: the write lock is held)."""
+        recorded = self.catalog.vector_identity() or {}
+        ours = dataclasses.asdict(self.identity)
+        known = {k: v for k, v in recorded.items() if v is not None}
+        self.dim, self.mismatch = self.identity.dimension, None
+        if any(ours[k] != v for k, v in known.items()):
+            was = EmbedderIdentity.from_record(known)
+            self.dim = int(known.get("dimension", self.dim))
+            self.mismatch = (
+                f"corpus {self.name!r} holds vectors of {was.describe()}, but the configured "
+                f"model is {self.identity.describe()}; run 'guaipeca reembed {self.name}' "
+                "(keyword search works meanwhile) or set the corpus's embedding back"
+            )
+        elif fill and known.keys() != ours.keys():
+            with self.catalog.write(derived=False) as txn:
+                txn.set_vector_identity(ours)
 
     def _open_vectors(self) -> tuple[FileVectors | MemoryVectors, _OpenedSlots | None]:
         """The vector file, checked; a damaged one is restored (backup, then re-embedding).
@@ -294,6 +320,57 @@ class Corpus:
             )
             self.catalog.set_meta({"vectors_since_backup": "0"})
 
+    def write_locked(self) -> WriteLock:
+        """The corpus's write lock (re-entrant), for work spanning many steps (reembed)."""
+        return self._lock
+
+    def swap_vectors(
+        self, work: FileVectors | MemoryVectors, hashes: Sequence[tuple[int, str]]
+    ) -> None:
+        """Switch to re-embedded vectors in one catalog commit: the vector file, each chunk's
+        embedding hash (``(chunk_pk, hash)``) and the identity change together, so a crash
+        leaves the old vectors or the new ones, never a mix. Call with the write lock held."""
+        path = self._state_path()
+        old = self.catalog.generation()
+        try:
+            state = json.loads(path.read_text()) if path is not None else {}
+            clean = state.get("clean") is True and state.get("generation") == old
+        except (OSError, ValueError, AttributeError):
+            clean = False
+        work.flush()
+        with self.catalog.write() as txn:
+            name = f"vectors.{txn.generation}.f32"
+            if self.folder is not None:
+                assert isinstance(work, FileVectors)
+                final = self.folder / name
+                final.unlink(missing_ok=True)
+                # A link, not a rename: until the commit, the work file stays resumable.
+                os.link(work.path, final)
+            txn.execute_many(
+                "UPDATE chunks SET embed_sha256 = ? WHERE chunk_pk = ?",
+                [(h, pk) for pk, h in hashes],
+            )
+            txn.set_meta("vectors_file", name)
+            txn.set_vector_identity(dataclasses.asdict(self.identity))
+            # Chunks still waiting for a vector (progressive indexing) have one now.
+            txn.execute_many("DELETE FROM pending_vectors", [()])
+            generation = txn.generation
+        if clean:
+            self._write_state(generation, clean=True)
+        retired = self._vectors
+        if self.folder is not None:
+            self._vectors = FileVectors(self.folder / name, self.identity.dimension)
+            assert isinstance(retired, FileVectors)
+            retired.close()
+            retired.path.unlink(missing_ok=True)
+            work.close()
+        else:
+            self._vectors = work
+        self._check_identity(fill=False)
+        with self._snap_lock:
+            self._snap = self._load_snapshot()
+        self.write_backup()
+
     def vector_rows(self) -> F32:
         """The vector rows by slot (read-only use: the integrity check)."""
         return self._vectors.rows()
@@ -377,6 +454,7 @@ class Corpus:
             return snap
         with self._snap_lock:
             if self.catalog.generation() != self._snap.generation:
+                self._check_identity(fill=False)  # another process may have re-embedded
                 name = self.catalog.get_meta("vectors_file") or "vectors.f32"
                 assert isinstance(self._vectors, FileVectors)
                 self._vectors = FileVectors(self.folder / name, self.dim)
@@ -785,7 +863,15 @@ class Corpus:
             lexical_bytes=self.lexical.size_bytes(),
             pending_chunks=pending,
             pending_seconds=round(pending / rate, 1) if rate > 0 else (None if pending else 0.0),
+            model=self.stored_identity().describe(),
+            model_mismatch=self.mismatch,
         )
+
+    def stored_identity(self) -> EmbedderIdentity:
+        """What the stored vectors are (fields not recorded read '?')."""
+        if self.mismatch is None:
+            return self.identity
+        return EmbedderIdentity.from_record(self.catalog.vector_identity() or {})
 
     def release_memory(self) -> None:
         """Unmap the vector pages read so far (they stay in the OS page cache)."""

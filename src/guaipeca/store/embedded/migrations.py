@@ -96,11 +96,36 @@ def m004_pending_vectors() -> str:
         """
 
 
+def m005_vector_identity() -> str:
+    # What the corpus's vectors were made with (embed/identity.py): one row. A corpus written
+    # before this knew only its model's name and dimension; the rest stays NULL ("not
+    # recorded"), is not compared, and is filled in by the first open with the same model.
+    return """
+        CREATE TABLE vector_identity (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            provider TEXT,
+            model TEXT NOT NULL,
+            dimension INTEGER NOT NULL,
+            query_prefix TEXT,
+            passage_prefix TEXT,
+            weights_sha256 TEXT
+        );
+        INSERT INTO vector_identity (id, provider, model, dimension)
+            SELECT 1,
+                   CASE WHEN m.value = 'all-MiniLM-L6-v2-int8' THEN 'bundled' END,
+                   m.value,
+                   CAST(d.value AS INTEGER)
+            FROM meta m JOIN meta d ON d.key = 'dimension'
+            WHERE m.key = 'model';
+        """
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
     m002_source_state,
     m003_enrichment,
     m004_pending_vectors,
+    m005_vector_identity,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
