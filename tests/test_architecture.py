@@ -36,8 +36,6 @@ NOT_YET_SPLIT = {
     "guaipeca.server.http._routes",
     "guaipeca.server.tools.search.register_search",
     "guaipeca.server.tools.search.register_search.search",
-    "guaipeca.cli.commands.index",
-    "guaipeca.cli.commands.search",
     "guaipeca.server.webui.web_routes",
     "guaipeca.cli.commands",
     "guaipeca.config.settings",

@@ -28,6 +28,7 @@ from typer.core import TyperOption
 from guaipeca import __version__
 from guaipeca.config import (
     DEFAULT_CORPUS,
+    MAX_TOP_K,
     LoadedSettings,
     check_corpus_paths,
     config_path,
@@ -35,7 +36,7 @@ from guaipeca.config import (
 )
 from guaipeca.errors import GuaipecaError
 from guaipeca.text.languages import language_name
-from guaipeca.types import SEARCH_MODES
+from guaipeca.types import SEARCH_MODES, Hit
 
 if TYPE_CHECKING:
     from guaipeca.cli.corpora import Target
@@ -230,10 +231,7 @@ def index(
     ] = False,
 ) -> None:
     """Index corpora: new and changed files are added, and removed files leave the index."""
-    from guaipeca.cli.corpora import remember, settle_folders
-    from guaipeca.convert import FileLimits
-    from guaipeca.ingest import sync_folder
-    from guaipeca.progress import JobProgress
+    from guaipeca.cli.corpora import settle_folders
 
     loaded = _settings()
     targets = _targets(loaded, corpora, path)
@@ -245,53 +243,89 @@ def index(
         raise
     stop = threading.Event()
     if watch:
-        # SIGTERM (systemd, docker stop) ends the watch between scans, cleanly.
-        signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
-    if watch:  # to stderr: --json output on stdout stays clean
-        folders = ", ".join(f"{t.name} ({t.folder})" for t in targets)
-        err.print(
-            f"watching {folders}: indexing now, then every {interval:g} s when files change; "
-            "Ctrl-C stops",
-            markup=False,
-        )
+        _announce_watch(targets, interval, stop)
     try:
-        while True:
-            reports = []
-            for target in targets:
-                with JobProgress(console=err, quiet=as_json) as job:
-                    report = _two_phases(
-                        idx,
-                        job,
-                        target.name,
-                        functools.partial(
-                            sync_folder,
-                            idx,
-                            target.folder,
-                            corpus=target.name,
-                            cache_dir=loaded.data_dir / "converted",
-                            skip=[loaded.data_dir],
-                            force=force,
-                            workers=workers,
-                            wait=False,
-                            limits=FileLimits(**loaded.settings.limits.model_dump()),
-                            **target.options,
-                        ),
-                    )
-                remember(loaded, target)
-                reports.append(report)
-                if as_json or not watch or report.touched or report.failed:
-                    _print_report(report, idx, as_json)
-            if not watch or stop.is_set():
-                break
-            force = False
-            if not _wait(stop, interval):
-                break
+        reports = _index_rounds(
+            idx,
+            loaded,
+            targets,
+            force=force,
+            workers=workers,
+            watch=watch,
+            interval=interval,
+            as_json=as_json,
+            stop=stop,
+        )
     finally:
         idx.close()
     if any(r.failed for r in reports) and all(
         not (r.added or r.changed or r.unchanged) for r in reports
     ):
         raise typer.Exit(EXIT_USER)
+
+
+def _announce_watch(targets: list[Target], interval: float, stop: threading.Event) -> None:
+    # SIGTERM (systemd, docker stop) ends the watch between scans, cleanly.
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    # To stderr: --json output on stdout stays clean.
+    folders = ", ".join(f"{t.name} ({t.folder})" for t in targets)
+    err.print(
+        f"watching {folders}: indexing now, then every {interval:g} s when files change; "
+        "Ctrl-C stops",
+        markup=False,
+    )
+
+
+def _index_rounds(
+    idx: Index,
+    loaded: LoadedSettings,
+    targets: list[Target],
+    *,
+    force: bool,
+    workers: int,
+    watch: bool,
+    interval: float,
+    as_json: bool,
+    stop: threading.Event,
+) -> list[SyncReport]:
+    """Index every target once, or with ``watch`` again after every ``interval`` until
+    ``stop``; the reports of the last round."""
+    from guaipeca.cli.corpora import remember
+    from guaipeca.convert import FileLimits
+    from guaipeca.ingest import sync_folder
+    from guaipeca.progress import JobProgress
+
+    while True:
+        reports = []
+        for target in targets:
+            with JobProgress(console=err, quiet=as_json) as job:
+                report = _two_phases(
+                    idx,
+                    job,
+                    target.name,
+                    functools.partial(
+                        sync_folder,
+                        idx,
+                        target.folder,
+                        corpus=target.name,
+                        cache_dir=loaded.data_dir / "converted",
+                        skip=[loaded.data_dir],
+                        force=force,
+                        workers=workers,
+                        wait=False,
+                        limits=FileLimits(**loaded.settings.limits.model_dump()),
+                        **target.options,
+                    ),
+                )
+            remember(loaded, target)
+            reports.append(report)
+            if as_json or not watch or report.touched or report.failed:
+                _print_report(report, idx, as_json)
+        if not watch or stop.is_set():
+            return reports
+        force = False
+        if not _wait(stop, interval):
+            return reports
 
 
 def _targets(loaded: LoadedSettings, names: list[str] | None, path: Path | None) -> list[Target]:
@@ -440,7 +474,7 @@ def _print_report(report: SyncReport, idx: Index, as_json: bool) -> None:
 def search(
     query: Annotated[str, typer.Argument(help="What to look for: a question or keywords.")],
     top_k: Annotated[
-        int, typer.Option("--top-k", "-k", min=1, max=1000, help="How many hits to print.")
+        int, typer.Option("--top-k", "-k", min=1, max=MAX_TOP_K, help="How many hits to print.")
     ] = 5,
     mode: Annotated[
         str,
@@ -485,8 +519,6 @@ def search(
     ] = False,
 ) -> None:
     """Search the index and print ranked hits with source, page, heading path and span."""
-    from guaipeca.cli.corpora import search_scope
-
     if mode not in SEARCH_MODES:
         raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
     from guaipeca.store import parse_where_json
@@ -495,25 +527,12 @@ def search(
     loaded = _settings()
     idx = _open_index(loaded, keyword_only=mode == "keyword")
     try:
-        if not idx.corpora and idx.broken_corpora:
-            name, reason = next(iter(idx.broken_corpora.items()))
-            raise GuaipecaError(f"corpus {name!r} cannot be used: {reason}")
-        if not idx.corpora:
-            raise GuaipecaError(
-                f"nothing is indexed yet in {loaded.data_dir}; run 'guaipeca index' first"
-            )
-        scope = corpus or search_scope(loaded, idx)
-        if scope == []:
-            names = ", ".join(c.name for c in loaded.settings.corpora)
-            raise GuaipecaError(
-                f"no corpus of {loaded.source} ({names}) is indexed yet; run 'guaipeca index'"
-            )
         hits = idx.search(
             query,
             top_k=top_k,
             mode=mode,
             where=filters,
-            corpora=scope,
+            corpora=_search_scope(loaded, idx, corpus),
             rerank=rerank,
             top_k_before=top_k_before,
             section_mode=section_mode,
@@ -521,6 +540,31 @@ def search(
         )
     finally:
         idx.close()
+    _print_hits(hits, as_json)
+
+
+def _search_scope(loaded: LoadedSettings, idx: Index, corpus: list[str] | None) -> list[str] | None:
+    """The corpora a search covers: those named, else the configured ones that are indexed
+    (None: all)."""
+    from guaipeca.cli.corpora import search_scope
+
+    if not idx.corpora and idx.broken_corpora:
+        name, reason = next(iter(idx.broken_corpora.items()))
+        raise GuaipecaError(f"corpus {name!r} cannot be used: {reason}")
+    if not idx.corpora:
+        raise GuaipecaError(
+            f"nothing is indexed yet in {loaded.data_dir}; run 'guaipeca index' first"
+        )
+    scope = corpus or search_scope(loaded, idx)
+    if scope == []:
+        names = ", ".join(c.name for c in loaded.settings.corpora)
+        raise GuaipecaError(
+            f"no corpus of {loaded.source} ({names}) is indexed yet; run 'guaipeca index'"
+        )
+    return scope
+
+
+def _print_hits(hits: list[Hit], as_json: bool) -> None:
     if as_json:
         out.print(json.dumps([h.to_dict() for h in hits], ensure_ascii=False), markup=False)
         return
