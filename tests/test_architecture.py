@@ -41,6 +41,9 @@ NOT_YET_SPLIT = {
     "guaipeca.config.settings",
     "guaipeca.convert.pdf",
     "guaipeca.store.embedded.corpus",
+    "guaipeca.index.facade",
+    "guaipeca.server.service",
+    "guaipeca.store.embedded.catalog",
 }
 
 
