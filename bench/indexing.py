@@ -166,8 +166,10 @@ def keyword_only_run(src: Path, folder: Path, workers: int) -> dict[str, object]
         "from guaipeca import Index; from guaipeca.ingest import sync_folder; "
         "d=tempfile.mkdtemp(); t=time.perf_counter(); ix=Index(Path(d)/'ix'); "
         f"r=sync_folder(ix, {str(folder)!r}, workers={workers}, wait=False); "
-        "s=time.perf_counter()-t; print(json.dumps({'keyword_seconds': s, "
-        "'docs': ix.stats().documents, 'pending': ix.pending_chunks()}))"
+        "s=time.perf_counter()-t; import resource as R; me=R.getrusage(R.RUSAGE_SELF); "
+        "kids=R.getrusage(R.RUSAGE_CHILDREN); print(json.dumps({'keyword_seconds': s, "
+        "'docs': ix.stats().documents, 'pending': ix.pending_chunks(), "
+        "'cpu_main': me.ru_utime+me.ru_stime, 'cpu_workers': kids.ru_utime+kids.ru_stime}))"
     )
     env = dict(os.environ, PYTHONPATH=str(src))
     load0 = os.getloadavg()[0]
@@ -176,6 +178,11 @@ def keyword_only_run(src: Path, folder: Path, workers: int) -> dict[str, object]
     data = json.loads(r.stdout.strip().splitlines()[-1])
     return {"docs": data["docs"], "pending_chunks": data["pending"],
             "all_keyword_searchable_seconds": round(data["keyword_seconds"], 1),
+            # CPU seconds (user + system) of the indexing process and of its worker
+            # processes: on an idle 2-core machine the wall time is about the larger of
+            # cpu_main and (cpu_main + cpu_workers) / 2.
+            "cpu_main_seconds": round(data.get("cpu_main", 0.0), 1),
+            "cpu_workers_seconds": round(data.get("cpu_workers", 0.0), 1),
             "loadavg_before": round(load0, 2)}
 
 
@@ -211,7 +218,52 @@ def progressive_main(args: argparse.Namespace) -> None:
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
 
 
+def profile_embedding(n: int, out: str) -> None:
+    """cProfile of the embedding phase alone (``Index.embed_pending``) over ``n`` SciFact
+    documents committed for keyword search first: the share of its time spent inside ONNX
+    Runtime's ``InferenceSession.run`` (the model's arithmetic) against everything else."""
+    import cProfile
+    import pstats
+
+    from guaipeca import Index
+
+    docs, _ = peers.load_beir(DATA / "scifact")
+    with tempfile.TemporaryDirectory() as tmp:
+        index = Index(Path(tmp) / "ix")
+        index.add_documents(dict(list(docs.items())[:n]), wait=False)
+        pending = index.pending_chunks()
+        load0 = os.getloadavg()[0]
+        prof = cProfile.Profile()
+        t0 = time.perf_counter()
+        prof.enable()
+        index.embed_pending()
+        prof.disable()
+        total = time.perf_counter() - t0
+        index.close()
+    stats = pstats.Stats(prof)
+    run = sum(v[3] for k, v in stats.stats.items() if k[2] == "run" and "onnxruntime" in k[0])  # type: ignore[attr-defined]
+    tokenize = sum(v[3] for k, v in stats.stats.items() if k[2] == "encode_batch")  # type: ignore[attr-defined]
+    result = {
+        "command": " ".join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "docs": n, "chunks": pending, "seconds": round(total, 2),
+        "chunks_per_s": round(pending / total, 2), "loadavg_before": round(load0, 2),
+        "onnxruntime_run_seconds": round(run, 2), "tokenizer_seconds": round(tokenize, 2),
+        "onnxruntime_share": round(run / total, 3),
+    }
+    print(json.dumps(result), flush=True)
+    Path(out).write_text(json.dumps(result, indent=1) + "\n")
+
+
 def main() -> None:
+    if "--profile-embedding" in sys.argv:
+        ap = argparse.ArgumentParser(description="profile of the embedding phase")
+        ap.add_argument("--profile-embedding", action="store_true")
+        ap.add_argument("--docs", type=int, default=300)
+        ap.add_argument("--out", default="bench/results/indexing-embedding-profile.json")
+        args = ap.parse_args()
+        profile_embedding(args.docs, args.out)
+        return
     if "--progressive" in sys.argv:
         ap = argparse.ArgumentParser(description="progressive indexing at scale, CLI vs baseline")
         ap.add_argument("--progressive", action="store_true")
