@@ -385,3 +385,67 @@ def test_one_megabyte_document_is_chunked() -> None:
     text += "y" * 30_000 + " " + "z " * 20_000
     spans = chunk_text(text, doc_key="k", max_size=1500)
     assert_contract(text, spans, 1500)
+
+
+# -- heading trail and table header (§3.4b) ------------------------------------------------
+
+
+def test_heading_trail_holds_every_level_while_the_path_keeps_two() -> None:
+    text = (
+        "Intro before any heading.\n\n# Duck\n\nLead.\n\n## Behaviour\n\nIntro.\n\n"
+        "### Feeding\n\nDucks eat grass.\n\n#### Diving\n\nSome dive.\n\n"
+        "### Predators\n\nFoxes.\n\n## Notes\n\nEnd.\n"
+    )
+    got = [
+        (c.text.split("\n")[0], c.heading_path, c.heading_trail)
+        for c in chunk_text(text, doc_key="d")
+    ]
+    assert got == [
+        ("Intro before any heading.", ("Duck",), ("Duck",)),
+        ("# Duck", ("Duck",), ("Duck",)),
+        ("## Behaviour", ("Duck", "Behaviour"), ("Duck", "Behaviour")),
+        ("### Feeding", ("Duck", "Behaviour"), ("Duck", "Behaviour", "Feeding")),
+        ("#### Diving", ("Duck", "Behaviour"), ("Duck", "Behaviour", "Feeding", "Diving")),
+        ("### Predators", ("Duck", "Behaviour"), ("Duck", "Behaviour", "Predators")),
+        ("## Notes", ("Duck", "Notes"), ("Duck", "Notes")),
+    ]
+
+
+def test_heading_trail_skips_levels_and_empty_headings() -> None:
+    text = "## A\n\nx\n\n#### Deep\n\ny\n\n###\n\nz\n\n### C\n\nw\n"
+    trails = [c.heading_trail for c in chunk_text(text, doc_key="d")]
+    assert trails == [("A",), ("A", "Deep"), ("A",), ("A", "C")]
+
+
+def test_a_long_table_is_cut_into_row_groups_that_carry_its_header_row() -> None:
+    header = "| id | name | value |"
+    rows = [f"| {i} | item number {i} | {i * 7} |" for i in range(60)]
+    text = (
+        "## Sheet\n\nSome words.\n\n" + "\n".join([header, "|---|---|---|", *rows]) + "\n\nAfter.\n"
+    )
+    chunks = chunk_text(text, doc_key="d", max_size=300)
+    table = [c for c in chunks if "| item number" in c.text]
+    assert len(table) > 3
+    for c in table:
+        assert c.table_header == header
+        lines = c.text.split("\n")
+        body = [ln for ln in lines if ln.startswith("| ") and "item number" in ln]
+        assert all(ln in rows for ln in body)  # whole rows only: cut between rows
+    assert table[0].text.startswith(header)
+    assert all(header not in c.text for c in table[1:])
+    assert [c.table_header for c in chunks if "| item number" not in c.text] == [None] * (
+        len(chunks) - len(table)
+    )
+    # The contract holds: exact spans, in order.
+    for c in chunks:
+        assert text[c.start : c.end] == c.text
+
+
+def test_pipe_lines_without_a_rule_are_not_a_table() -> None:
+    text = "| not | a table |\n| just | pipes |\n"
+    assert [c.table_header for c in chunk_text(text, doc_key="d")] == [None]
+
+
+def test_an_empty_header_row_is_no_table_header() -> None:
+    text = "|  | |\n|---|---|\n| Industry | Software |\n"
+    assert [c.table_header for c in chunk_text(text, doc_key="d")] == [None]

@@ -121,7 +121,6 @@ def _hostile_folder(folder: Path) -> dict[str, str]:
         for _ in range(300):
             fh.write(b"\0" * (1 << 20))
     (folder / "junk.md").write_bytes(os.urandom(2048) + b"\0")
-    (folder / "latin1.txt").write_bytes("olá, café".encode("latin-1"))
     (folder / "empty.txt").write_bytes(b"")
     with (folder / "huge.txt").open("wb") as fh:
         fh.truncate(51 * 1024 * 1024)
@@ -132,7 +131,6 @@ def _hostile_folder(folder: Path) -> dict[str, str]:
         "scanned.pdf": "no text layer",
         "bomb.docx": "zip bomb",
         "junk.md": "",
-        "latin1.txt": "UTF-8",
         "empty.txt": "empty",
         "huge.txt": "limit is 50.0 MB",
     }
@@ -332,3 +330,27 @@ def test_the_folder_record_remembers_each_corpus_folder(tmp_path: Path) -> None:
     assert record.read() == {"notes": str(tmp_path / "b")}
     record.path.write_text("{broken", encoding="utf-8")
     assert record.read() == {}  # unreadable: nothing remembered (a warning is logged)
+
+
+def test_a_latin1_portuguese_file_is_indexed_and_found_with_and_without_accents(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "arquivo"
+    folder.mkdir()
+    text = (
+        "Relatório da comissão de educação\n\n"
+        "A prefeitura aprovou ações de alfabetização e a construção de três creches no "
+        "município de São João, com participação das associações de moradores.\n"
+    )
+    (folder / "relatorio.txt").write_bytes(text.encode("latin-1"))
+    (folder / "nota.txt").write_text("Outro documento, sobre orçamento e transporte.\n")
+    index = Index(tmp_path / "idx", embedder=CountingEmbedder())
+    report = sync_folder(index, folder, corpus="pt", language="portuguese")
+    assert report.failed == [] and report.added == 2
+    doc = index.get_document("relatorio.txt", corpus="pt")
+    assert doc.text == text  # decoded, stored as UTF-8 text
+    assert doc.metadata["encoding"] == "cp1252"
+    for query in ("alfabetização construção", "alfabetizacao construcao"):
+        hits = index.search(query, mode="keyword", corpora=["pt"])
+        assert hits and hits[0].doc_id == "relatorio.txt", query
+        assert "**alfabetização**" in hits[0].snippet

@@ -7,7 +7,9 @@ whitespace ever falls between chunks; no chunk exceeds ``max_size`` characters, 
 single 24,000-character line. Generic splitters rewrite, overlap or trim text and lose that
 guarantee. On top of the contract we add what makes retrieval good: cuts follow the
 Markdown structure (headings, paragraphs, lists, fenced code, tables) and every chunk knows
-its title, ``##`` section and pages.
+its title, ``##`` section, full heading trail (every level), pages, and -- for a chunk holding
+table rows -- its table's header row, so a chunk cut from the middle of a long table (a
+spreadsheet is cut into groups of whole rows) still says what its columns mean.
 
 How a cut is chosen: the document is split into segments at ATX headings (a heading always
 starts a chunk). A segment that fits is one chunk. Otherwise it is cut greedily: from the
@@ -28,7 +30,7 @@ from itertools import pairwise
 
 from guaipeca.types import ChunkSpan
 
-__all__ = ["canonicalize", "chunk_text"]
+__all__ = ["canonicalize", "chunk_text", "structure_at"]
 
 # Per-line code-fence roles.
 _NORMAL, _OPEN, _INSIDE, _CLOSE = 0, 1, 2, 3
@@ -40,6 +42,7 @@ _HEADING = re.compile(r" {0,3}(#{1,6})(?=[ \t]|$)")
 _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)")
 _LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 _TABLE_ROW = re.compile(r"[ \t]*\|")
+_TABLE_RULE = re.compile(r"[ \t]*\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*")
 _SENTENCE_END = re.compile(r"[.!?…][)\]\"'»”’]*(?=\s)|[。！？]")
 _WS_RUN = re.compile(r"\s+")
 _NON_WS = re.compile(r"\S")
@@ -267,6 +270,60 @@ def _page_of(page_starts: Sequence[int], offset: int) -> int:
     return max(1, bisect_right(page_starts, offset))
 
 
+def _table_headers(text: str, ln: _Lines) -> list[int]:
+    """Per line: the index of the header row of the Markdown table the line is a row of,
+    or -1. A table is a run of ``|`` rows whose second line is a ``|---|`` rule."""
+    out = [-1] * len(ln.starts)
+    i, n = 0, len(ln.starts)
+    while i < n:
+        if ln.roles[i] != _NORMAL or not _TABLE_ROW.match(text, ln.starts[i], ln.ends[i]):
+            i += 1
+            continue
+        j = i + 1
+        while (
+            j < n
+            and ln.roles[j] == _NORMAL
+            and _TABLE_ROW.match(text, ln.starts[j], ln.ends[j]) is not None
+        ):
+            j += 1
+        header = text[ln.starts[i] : ln.ends[i]]
+        if (
+            j - i >= 2
+            and _TABLE_RULE.fullmatch(text, ln.starts[i + 1], ln.ends[i + 1])
+            and header.replace("|", "").strip()  # an empty header row names no column
+        ):
+            out[i:j] = [i] * (j - i)
+        i = j
+    return out
+
+
+def _table_header_of(text: str, ln: _Lines, headers: list[int], start: int, end: int) -> str | None:
+    """The header row of the first table row in ``[start, end)``, if any."""
+    k = bisect_right(ln.starts, start) - 1
+    while k < len(ln.starts) and ln.starts[k] < end:
+        if headers[k] >= 0:
+            h = headers[k]
+            return text[ln.starts[h] : ln.ends[h]].strip()
+        k += 1
+    return None
+
+
+def _trails(text: str, ln: _Lines, heads: list[int]) -> list[tuple[str, ...]]:
+    """Per heading line in ``heads``: every enclosing heading's text, outermost first,
+    ending with that heading (empty headings are skipped)."""
+    stack: list[tuple[int, str]] = []
+    out: list[tuple[str, ...]] = []
+    for i in heads:
+        level = ln.level[i]
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        heading = _heading_text(text, ln.starts[i], ln.ends[i])
+        if heading:
+            stack.append((level, heading))
+        out.append(tuple(h for _, h in stack))
+    return out
+
+
 def chunk_text(
     text: str,
     *,
@@ -293,19 +350,21 @@ def chunk_text(
 
     ln = _scan_lines(text)
     heads = [i for i, lv in enumerate(ln.level) if lv]
-    # (first line, stop line, starts with a heading, heading_path, section_id) per segment
-    plan: list[tuple[int, int, bool, tuple[str, ...], str]]
+    # (first line, stop line, starts with a heading, heading_path, section_id, trail) per segment
+    plan: list[tuple[int, int, bool, tuple[str, ...], str, tuple[str, ...]]]
     if not heads:
         section = "unstructured:" + hashlib.sha1(doc_key.encode("utf-8")).hexdigest()[:16]
-        plan = [(0, len(ln.starts), False, (), section)]
+        plan = [(0, len(ln.starts), False, (), section, ())]
     else:
+        trails = _trails(text, ln, heads)
         h1 = next((i for i in heads if ln.level[i] == 1), None)
         title = "" if h1 is None else _heading_text(text, ln.starts[h1], ln.ends[h1])
         prefix: tuple[str, ...] = (title,) if title else ()
         ordinal = 0
         path = prefix
         section = _section_id(doc_key, path, ordinal)
-        plan = [(0, heads[0], False, path, section)] if heads[0] > 0 else []
+        # Text before the first heading: the title's trail, like its heading path.
+        plan = [(0, heads[0], False, path, section, path)] if heads[0] > 0 else []
         for n, i in enumerate(heads):
             if ln.level[i] <= 2:  # "#" and "##" open a new section; deeper headings do not
                 ordinal += 1
@@ -313,10 +372,11 @@ def chunk_text(
                 path = (*prefix, h2) if h2 else prefix
                 section = _section_id(doc_key, path, ordinal)
             stop = heads[n + 1] if n + 1 < len(heads) else len(ln.starts)
-            plan.append((i, stop, True, path, section))
+            plan.append((i, stop, True, path, section, trails[n]))
 
+    headers = _table_headers(text, ln)
     out: list[ChunkSpan] = []
-    for lo, hi, has_heading, path, section in plan:
+    for lo, hi, has_heading, path, section, trail in plan:
         for start, end in _cut_segment(text, ln, lo, hi, has_heading, max_size):
             out.append(
                 ChunkSpan(
@@ -328,6 +388,29 @@ def chunk_text(
                     position=len(out),
                     page_start=None if page_starts is None else _page_of(page_starts, start),
                     page_end=None if page_starts is None else _page_of(page_starts, end - 1),
+                    heading_trail=trail,
+                    table_header=_table_header_of(text, ln, headers, start, end),
                 )
             )
+    return out
+
+
+def structure_at(
+    text: str, spans: Sequence[tuple[int, int]]
+) -> list[tuple[tuple[str, ...], str | None]]:
+    """``(heading_trail, table_header)`` of chunks already cut from ``text`` at ``spans``,
+    as :func:`chunk_text` gives them (for chunks stored before these fields existed)."""
+    ln = _scan_lines(text)
+    heads = [i for i, lv in enumerate(ln.level) if lv]
+    trails = _trails(text, ln, heads)
+    h1 = next((i for i in heads if ln.level[i] == 1), None)
+    title = "" if h1 is None else _heading_text(text, ln.starts[h1], ln.ends[h1])
+    before: tuple[str, ...] = (title,) if title else ()
+    head_starts = [ln.starts[i] for i in heads]
+    headers = _table_headers(text, ln)
+    out: list[tuple[tuple[str, ...], str | None]] = []
+    for start, end in spans:
+        k = bisect_right(head_starts, start) - 1
+        trail = trails[k] if k >= 0 else before
+        out.append((trail, _table_header_of(text, ln, headers, start, end)))
     return out

@@ -28,6 +28,7 @@ from guaipeca.convert import (
     SUPPORTED_EXTENSIONS,
     Converted,
     FileLimits,
+    OcrOptions,
     convert_bytes,
 )
 from guaipeca.errors import ConversionError, GuaipecaError, InvalidArgumentError
@@ -40,6 +41,7 @@ __all__ = [
     "ConversionCache",
     "FolderRecord",
     "SyncReport",
+    "cache_key",
     "sync_folder",
     "watch_folder",
 ]
@@ -55,7 +57,9 @@ AUTO_WORKERS_MIN_FILES = 32
 #: How many of the slowest files a run reports.
 SLOWEST_FILES = 5
 # Bump when converter output changes, so cached conversions are redone.
-CONVERTER_VERSION = 1
+# 2: encodings detected, images and link targets dropped, OCR, conversion metadata.
+CONVERTER_VERSION = 2
+_OCR_FORMATS = ("pdf", "image")
 _ADD_BATCH_CHARS = 2_000_000
 Progress = Callable[[int, int], None]
 
@@ -126,10 +130,14 @@ class FolderRecord:
 
 
 class ConversionCache:
-    """Converted Markdown by source-file SHA-256, under ``<data>/converted/`` (JSON files)."""
+    """Converted Markdown by source-file SHA-256, under ``<data>/converted/`` (JSON files).
 
-    def __init__(self, folder: Path | None) -> None:
+    ``ocr_key`` names the OCR settings in use: a PDF or image converted under other settings
+    (OCR off then on, another language) is a cache miss."""
+
+    def __init__(self, folder: Path | None, ocr_key: str = "") -> None:
         self.folder = folder
+        self.ocr_key = ocr_key
 
     def _path(self, sha: str) -> Path | None:
         return self.folder / sha[:2] / f"{sha}.json" if self.folder else None
@@ -142,6 +150,8 @@ class ConversionCache:
             raw = json.loads(path.read_text(encoding="utf-8"))
             if raw.get("version") != CONVERTER_VERSION or "text_sha256" not in raw:
                 return None
+            if raw["format"] in _OCR_FORMATS and raw.get("ocr") != self.ocr_key:
+                return None
             if hashlib.sha256(raw["text"].encode("utf-8")).hexdigest() != raw["text_sha256"]:
                 raise ValueError("checksum mismatch")  # damaged, yet still valid JSON
             pages = raw["page_starts"]
@@ -150,6 +160,7 @@ class ConversionCache:
                 page_starts=tuple(pages) if pages is not None else None,
                 format=raw["format"],
                 warnings=tuple(raw["warnings"]),
+                metadata=dict(raw.get("metadata") or {}),
             )
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             # A damaged cache entry is only a cache miss: convert again.
@@ -171,12 +182,20 @@ class ConversionCache:
                     "page_starts": converted.page_starts,
                     "format": converted.format,
                     "warnings": list(converted.warnings),
+                    "metadata": converted.metadata,
+                    "ocr": self.ocr_key,
                 },
                 ensure_ascii=False,
             ),
             encoding="utf-8",
         )
         os.replace(tmp, path)
+
+
+def cache_key(ocr: OcrOptions) -> str:
+    """What the conversion cache records of the OCR settings (see ``ConversionCache``)."""
+    engine = ocr.engine()
+    return f"{engine}:{ocr.max_pages}:{ocr.dpi}" if engine else "off"
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,10 +244,12 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _timed_convert(path: str, max_bytes: int, limits: FileLimits) -> tuple[Converted | str, float]:
+def _timed_convert(
+    path: str, max_bytes: int, limits: FileLimits, ocr: OcrOptions
+) -> tuple[Converted | str, float]:
     """Worker entry: what ``_convert_path`` returns, and the seconds it took."""
     started = time.perf_counter()
-    result = _convert_path(path, max_bytes, limits)
+    result = _convert_path(path, max_bytes, limits, ocr)
     return result, time.perf_counter() - started
 
 
@@ -246,6 +267,7 @@ def _worker(
     cached: Converted | None,
     max_bytes: int,
     limits: FileLimits,
+    ocr: OcrOptions,
     doc_id: str,
     plan_for: _PlanFor,
 ) -> tuple[Converted | str, float, ChunkPlan | None]:
@@ -255,7 +277,7 @@ def _worker(
         result: Converted | str = cached
         seconds = 0.0
     else:
-        result, seconds = _timed_convert(path, max_bytes, limits)
+        result, seconds = _timed_convert(path, max_bytes, limits, ocr)
     if isinstance(result, str):
         return result, seconds, None
     plan = plan_chunks(
@@ -268,7 +290,9 @@ def _worker(
     return result, seconds, plan
 
 
-def _convert_path(path: str, max_bytes: int, limits: FileLimits) -> Converted | str:
+def _convert_path(
+    path: str, max_bytes: int, limits: FileLimits, ocr: OcrOptions
+) -> Converted | str:
     """The converted file, or the reason it failed (a string)."""
     try:
         p = Path(path)
@@ -276,7 +300,7 @@ def _convert_path(path: str, max_bytes: int, limits: FileLimits) -> Converted | 
         if size > max_bytes:
             return _too_big(size, max_bytes)
         return convert_bytes(
-            p.read_bytes(), p.suffix, name=p.name, max_bytes=max_bytes, limits=limits
+            p.read_bytes(), p.suffix, name=p.name, max_bytes=max_bytes, limits=limits, ocr=ocr
         )
     except ConversionError as exc:
         return str(exc)
@@ -300,6 +324,7 @@ def sync_folder(
     progress: Progress | None = None,
     wait: bool = True,
     limits: FileLimits | None = None,
+    ocr: OcrOptions | None = None,
 ) -> SyncReport:
     """Bring ``corpus`` in line with the files under ``folder``; ids are relative paths.
 
@@ -312,7 +337,10 @@ def sync_folder(
     returns once every document is searchable by keyword, leaving new chunks pending for
     the embedding phase (``Index.embed_pending`` / ``embed_in_background``). ``limits``:
     how much of one big file is read (pages, cells, characters); a file over a limit is
-    indexed up to it, with a warning in the report.
+    indexed up to it, with a warning in the report. ``ocr`` says how scanned pages and
+    images are read (default: OCR when Tesseract is installed, in ``language``). What a
+    converter notes about a file (the detected encoding, the pages read with OCR) goes
+    into the document's metadata.
 
     Raises:
         InvalidArgumentError: ``folder`` is not a readable directory, or ``workers`` < 1.
@@ -326,7 +354,8 @@ def sync_folder(
     if force:
         index.drop_corpus(corpus)
     index.create_corpus(corpus, language=language)
-    cache = ConversionCache(cache_dir)
+    ocr = ocr if ocr is not None else OcrOptions(language=language)
+    cache = ConversionCache(cache_dir, cache_key(ocr))
     report = SyncReport(corpus)
     exts = tuple(e.lower() for e in extensions)
     known = {s.doc_id: s for s in index.source_states(corpus)}
@@ -342,9 +371,8 @@ def sync_folder(
         auto = min(AUTO_WORKERS, os.cpu_count() or 1)
         workers = auto if len(candidates) >= AUTO_WORKERS_MIN_FILES else 1
     plan_for = _PlanFor(corpus, index.corpus_language(corpus), index.settings)
-    conversions = _conversions(
-        candidates, cache, force, workers, max_bytes, limits or FileLimits(), plan_for
-    )
+    reading = (max_bytes, limits or FileLimits(), ocr)
+    conversions = _conversions(candidates, cache, force, workers, reading, plan_for)
     adder = _Adder(index, corpus, report, wait)
     timings = _add_converted(conversions, len(candidates), cache, known, adder, progress)
     report.keyword_seconds = time.perf_counter() - started
@@ -466,7 +494,7 @@ class _Adder:
             NewDocument(
                 doc_id=c.rel,
                 text=result.text,
-                metadata={},
+                metadata=dict(result.metadata),
                 source_path=str(c.path),
                 modified=c.mtime_ns / 1e9,
                 page_starts=result.page_starts,
@@ -503,8 +531,7 @@ def _conversions(
     cache: ConversionCache,
     force: bool,
     workers: int,
-    max_bytes: int,
-    limits: FileLimits,
+    reading: tuple[int, FileLimits, OcrOptions],
     plan_for: _PlanFor,
 ) -> Iterator[Iterator[_Result]]:
     """``(candidate, converted or reason, seconds, freshly converted, chunk plan)`` in the
@@ -518,7 +545,7 @@ def _conversions(
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             futures = {
                 c.rel: pool.submit(
-                    _worker, str(c.path), cached.get(c.rel), max_bytes, limits, c.rel, plan_for
+                    _worker, str(c.path), cached.get(c.rel), *reading, c.rel, plan_for
                 )
                 for c in candidates
             }
@@ -540,7 +567,7 @@ def _conversions(
             if c.rel in cached:
                 yield c, cached[c.rel], 0.0, False, None
             else:
-                yield c, *_timed_convert(str(c.path), max_bytes, limits), True, None
+                yield c, *_timed_convert(str(c.path), *reading), True, None
 
     yield inline()
 
@@ -574,7 +601,7 @@ def _too_big(size: int, limit: int) -> str:
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, UnicodeDecodeError):
-        return "not UTF-8 text"
+        return "not text in a known encoding"
     if isinstance(exc, PermissionError):
         return "permission denied"
     if isinstance(exc, OSError) and exc.strerror:

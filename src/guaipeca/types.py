@@ -26,6 +26,10 @@ class ChunkSpan:
     position: int
     page_start: int | None = None
     page_end: int | None = None
+    # Every heading level down to the chunk (heading_path keeps title + "##" section).
+    heading_trail: tuple[str, ...] = ()
+    # The header row of the table the chunk's first table row belongs to (None: no table).
+    table_header: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.start <= self.end:
@@ -51,6 +55,9 @@ class Chunk:
     page_end: int | None
     source_path: str | None
     metadata: dict[str, Any] = field(default_factory=dict)
+    heading_trail: tuple[str, ...] = ()
+    table_header: str | None = None
+    ocr: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +94,14 @@ class Hit:
     # False while the chunk waits for its vector (progressive indexing): it was found by
     # keyword only, and dense search cannot see it yet.
     embedded: bool = True
+    # Every heading level down to the chunk (heading_path: title and "##" section only).
+    heading_trail: tuple[str, ...] = ()
+    # A table chunk's header row (the chunk may start in the middle of its table).
+    table_header: str | None = None
+    # The query terms' matches as [start, end) offsets into ``text``.
+    highlights: tuple[tuple[int, int], ...] = ()
+    # The chunk's text was read with OCR (from a scanned page or an image).
+    ocr: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view (tuples become lists)."""
@@ -96,7 +111,10 @@ class Hit:
             "doc_id": self.doc_id,
             "source_path": self.source_path,
             "heading_path": list(self.heading_path),
+            "heading_trail": list(self.heading_trail),
             "section_id": self.section_id,
+            "table_header": self.table_header,
+            "ocr": self.ocr,
             "page_start": self.page_start,
             "page_end": self.page_end,
             "start": self.start,
@@ -111,6 +129,7 @@ class Hit:
                 "rerank": self.scores.rerank,
             },
             "snippet": self.snippet,
+            "highlights": [list(h) for h in self.highlights],
             "text": self.text,
             "metadata": self.metadata,
             "embedded": self.embedded,

@@ -100,11 +100,11 @@ def test_second_index_run_embeds_nothing_and_removed_files_leave(
 def test_unreadable_files_are_reported_and_the_rest_is_indexed(
     capsys: pytest.CaptureFixture[str], notes: Path
 ) -> None:
-    (notes / "latin1.txt").write_bytes("café olé".encode("latin-1"))
+    (notes / "latin1.txt").write_bytes("café olé".encode("latin-1"))  # detected: indexed
     (notes / "junk.md").write_bytes(b"abc\x00def")
     code, out, err = run(capsys, "index", "--path", str(notes))
-    assert code == EXIT_OK and "2 added" in out and "2 failed" in out
-    assert "latin1.txt: not UTF-8 text" in err and "junk.md" in err
+    assert code == EXIT_OK and "3 added" in out and "1 failed" in out
+    assert "junk.md: looks binary" in err and "latin1.txt" not in err
 
 
 def test_status_reports_corpora(capsys: pytest.CaptureFixture[str], notes: Path) -> None:

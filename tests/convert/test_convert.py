@@ -72,6 +72,11 @@ def test_supported_extensions_and_default_limit() -> None:
         ".xlsx",
         ".html",
         ".htm",
+        ".png",
+        ".jpg",
+        ".jpeg",
+        ".tif",
+        ".tiff",
     )
     assert DEFAULT_MAX_BYTES == 50 * 1024 * 1024
     assert issubclass(ConversionError, GuaipecaError)
@@ -81,7 +86,12 @@ def test_markdown_file_keeps_its_text_with_lf_line_ends(tmp_path: Path) -> None:
     path = tmp_path / "notes.md"
     path.write_bytes(b"# Title\r\n\r\nSome *text*.\r\nOld Mac line\rend\n")
     result = convert_file(path)
-    assert result == Converted("# Title\n\nSome *text*.\nOld Mac line\nend\n", None, "markdown")
+    assert result == Converted(
+        "# Title\n\nSome *text*.\nOld Mac line\nend\n",
+        None,
+        "markdown",
+        metadata={"encoding": "utf-8"},
+    )
 
 
 def test_txt_is_text_and_markdown_extension_is_markdown(tmp_path: Path) -> None:
@@ -102,6 +112,32 @@ def test_extension_is_case_insensitive(tmp_path: Path) -> None:
 def test_utf8_bom_is_accepted_and_dropped() -> None:
     result = convert_bytes("\ufeffcafé\r\n".encode(), ".txt")
     assert result.text == "café\n"
+    assert result.metadata == {"encoding": "utf-8-sig"}
+
+
+_PORTUGUESE = "Ação, coração e educação: a política do município prevê exceções.\n"
+
+
+@pytest.mark.parametrize(
+    ("data", "encoding", "text"),
+    [
+        (_PORTUGUESE.encode("utf-8"), "utf-8", _PORTUGUESE),
+        (_PORTUGUESE.encode("utf-16"), "utf-16", _PORTUGUESE),  # with its BOM (LE here)
+        (_PORTUGUESE.encode("utf-16-be").join([b"\xfe\xff", b""]), "utf-16", _PORTUGUESE),
+        (_PORTUGUESE.encode("latin-1"), "cp1252", _PORTUGUESE),  # cp1252 reads Latin-1 text
+        ("Preço “especial” – só hoje… 5 €\r\n".encode("cp1252"), "cp1252",
+         "Preço “especial” – só hoje… 5 €\n"),
+        ("café au lait".encode("latin-1"), "cp1252", "café au lait"),
+        # 0x81 is unassigned in cp1252: only Latin-1 reads it (as a C1 control); with
+        # enough text around it the detector still takes it for text.
+        (("Olá, canção. " * 20 + "\x81\n").encode("latin-1"), "latin-1",
+         "Olá, canção. " * 20 + "\x81\n"),
+    ],
+)  # fmt: skip
+def test_text_encodings_are_detected_and_recorded(data: bytes, encoding: str, text: str) -> None:
+    result = convert_bytes(data, ".txt")
+    assert result.text == text
+    assert result.metadata == {"encoding": encoding}
 
 
 def test_unicode_text_is_kept_exactly() -> None:
@@ -129,21 +165,22 @@ def test_binary_junk_named_md_looks_binary(tmp_path: Path) -> None:
     assert _refusal(lambda: convert_file(path)) == "looks binary (NUL bytes), not text"
 
 
-def test_non_utf8_txt_names_the_byte_and_the_fix(tmp_path: Path) -> None:
-    path = tmp_path / "latin1.txt"
-    path.write_bytes("café au lait".encode("latin-1"))
-    message = _refusal(lambda: convert_file(path))
-    assert message == "not UTF-8 text (byte 0xe9 at offset 3); save it as UTF-8"
+def test_control_character_noise_is_refused_as_binary() -> None:
+    noise = bytes(b for b in range(1, 256) if b not in b"\t\n\r ") * 8
+    message = _refusal(lambda: convert_bytes(noise, ".txt"))
+    assert message == (
+        "not text in a known encoding (UTF-8, UTF-16 with a BOM, Windows-1252, Latin-1)"
+    )
 
 
-def test_non_utf8_offset_counts_the_bom() -> None:
+def test_bad_bytes_after_a_utf8_bom_are_refused_with_the_offset() -> None:
     message = _refusal(lambda: convert_bytes(b"\xef\xbb\xbfab\xff", ".txt"))
-    assert message == "not UTF-8 text (byte 0xff at offset 5); save it as UTF-8"
+    assert message == "not valid utf-8 text after its byte-order mark (offset 2)"
 
 
-def test_utf16_text_is_named_as_such() -> None:
-    message = _refusal(lambda: convert_bytes("hello".encode("utf-16"), ".txt"))
-    assert message == "UTF-16 text, not UTF-8; save it as UTF-8"
+def test_utf16_without_a_bom_stays_binary() -> None:
+    message = _refusal(lambda: convert_bytes("hello".encode("utf-16-le"), ".txt"))
+    assert message == "looks binary (NUL bytes), not text"
 
 
 @pytest.mark.parametrize("ext", [".md", ".txt", ".docx", ".pptx", ".xlsx", ".html", ".pdf"])
@@ -367,15 +404,48 @@ def test_html_title_becomes_the_heading_when_there_is_no_h1() -> None:
     assert convert_bytes(page, ".html").text == "# My page\n\nBody.\n"
 
 
-def test_html_links_keep_text_and_only_absolute_urls() -> None:
+def test_html_links_keep_their_text_and_images_are_dropped() -> None:
     page = (
         b'<p>See <a href="/wiki/Duck" title="Duck">ducks</a> and '
         b'<a href="https://example.org/x" title="t">the site</a>.'
         b'<img src="http://example.org/i.png" alt="A duck"></p>'
     )
-    assert convert_bytes(page, ".html").text == (
-        "See ducks and [the site](https://example.org/x).A duck\n"
+    assert convert_bytes(page, ".html").text == "See ducks and the site.\n"
+
+
+def test_html_media_and_linked_images_leave_no_trace() -> None:
+    page = (
+        b"<h1>Duck</h1><figure><a href='//upload.wikimedia.org/a.webm'>"
+        b"<video poster='//upload.wikimedia.org/thumb/a.webm.jpg' controls>"
+        b"<source src='//upload.wikimedia.org/a.webm' type='video/webm'></video></a>"
+        b"<figcaption>A duckling preening</figcaption></figure>"
+        b"<picture><source srcset='b.avif'><img src='b.jpg' alt='x'></picture>"
+        b"<audio src='quack.ogg'></audio>"
+        b"<h2>Feeding<span class='mw-editsection'>[<a href='?action=edit'>edit</a>]</span></h2>"
+        b"<p>Ducks eat <a href='/wiki/Grass'>grasses</a>.</p>"
+        b"<table><tr><th>Name</th><th>Picture</th></tr>"
+        b"<tr><td><img src='c.png'></td><td><img src='d.png'></td></tr>"
+        b"<tr><td>Mallard</td><td><a href='e.jpg'><img src='e.jpg'></a></td></tr></table>"
+        b"<div class='navbox'>Waterfowl navigation</div>"
     )
+    assert convert_bytes(page, ".html").text == (
+        "# Duck\n\nA duckling preening\n\n## Feeding\n\nDucks eat grasses.\n\n"
+        "| Name | Picture |\n| --- | --- |\n| Mallard |  |\n"
+    )
+
+
+def test_markdown_image_syntax_is_dropped_outside_code() -> None:
+    from guaipeca.convert.office import tidy_markdown
+
+    text = (
+        "Intro ![a duck](data:image/png;base64...) text\n\n"
+        "[![](//x.org/t.webm.jpg)](//x.org/t.webm) and [](//x.org/empty)\n\n"
+        "```\n![kept](in-code.png)\n```\n"
+    )
+    assert tidy_markdown(text, images=False) == (
+        "Intro  text\n\nand\n\n```\n![kept](in-code.png)\n```\n"
+    )
+    assert tidy_markdown(text) == text  # only converters that ask drop images
 
 
 def test_html_table_caption_does_not_cost_the_header_row() -> None:
@@ -401,7 +471,7 @@ def test_html_never_touches_the_network(monkeypatch: pytest.MonkeyPatch) -> None
         b'<iframe src="http://example.invalid/f"></iframe><h1>Hi</h1>'
         b'<img src="http://example.invalid/i.png" alt="pic"><p>Text.</p></body></html>'
     )
-    assert convert_bytes(page, ".html").text == "# Hi\n\npic\n\nText.\n"
+    assert convert_bytes(page, ".html").text == "# Hi\n\nText.\n"
 
 
 # -- PDF (deselected by -k "not pdf" while the PDF converter is being written) -------------

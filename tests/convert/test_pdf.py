@@ -160,7 +160,8 @@ def test_federal_register_pages_start_where_their_text_starts() -> None:
 def test_federal_register_figure_only_page_is_reported() -> None:
     # Page 8 holds only a picture of AFM text between the running head and foot.
     assert convert(FEDERAL).warnings == (
-        "page 8 has no text layer (scanned image?); it was not indexed",
+        "page 8 has no text layer (scanned image?) and OCR is off or Tesseract is not "
+        "installed; it was not indexed",
     )
 
 
@@ -358,7 +359,10 @@ def test_running_heads_and_page_numbers_are_dropped() -> None:
 def test_partly_scanned_pdf_converts_with_a_warning_naming_the_page() -> None:
     data = _pdf(_body("Alpha page one text."), None, _body("Gamma page three text."))
     result = convert_pdf(data)
-    assert result.warnings == ("page 2 has no text layer (scanned image?); it was not indexed",)
+    assert result.warnings == (
+        "page 2 has no text layer (scanned image?) and OCR is off or Tesseract is not "
+        "installed; it was not indexed",
+    )
     assert len(result.page_starts) == 3
     chunks = chunk_text(result.text, doc_key="d", page_starts=result.page_starts, max_size=25)
     assert [(c.text, c.page_start, c.page_end) for c in chunks] == [
@@ -373,7 +377,10 @@ def test_partly_scanned_pdf_converts_with_a_warning_naming_the_page() -> None:
 def test_several_scanned_pages_are_listed_as_ranges() -> None:
     data = _pdf(_body("Text."), None, None, None, _body("More."), None)
     (warning,) = convert_pdf(data).warnings
-    assert warning == "pages 2-4, 6 have no text layer (scanned images?); they were not indexed"
+    assert warning == (
+        "pages 2-4, 6 have no text layer (scanned images?) and OCR is off or Tesseract is not "
+        "installed; they were not indexed"
+    )
 
 
 def test_blank_page_is_not_reported() -> None:
@@ -391,7 +398,7 @@ def test_pdf_without_any_text_layer_is_refused(pages: int) -> None:
     message = str(err.value)
     _assert_one_line(message)
     assert "no text layer" in message
-    assert "OCR is not supported" in message
+    assert "OCR is off or Tesseract is not installed" in message
     if pages > 1:
         assert f"any of its {pages} pages" in message
 

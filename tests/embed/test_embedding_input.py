@@ -78,3 +78,12 @@ def test_body_is_a_bounded_prefix(text: str, max_chars: int) -> None:
     else:
         # At most the last 20% of the budget is given up to end on a word boundary.
         assert len(body) >= len(text[: int(max_chars * 0.8)].rstrip())
+
+
+def test_a_table_chunk_is_embedded_with_its_header_row_when_it_lacks_it() -> None:
+    header = "| id | name |"
+    rows = "| 7 | Mallard |\n| 8 | Teal |"
+    assert embedding_input(rows, ["Sheet"], table_header=header) == f"Sheet\n{header}\n{rows}"
+    whole = f"{header}\n|---|---|\n{rows}"
+    assert embedding_input(whole, ["Sheet"], table_header=header) == f"Sheet\n{whole}"
+    assert embedding_input(rows, [], table_header=None) == rows

@@ -25,10 +25,12 @@ def test_an_index_from_schema_2_migrates_and_keeps_working(tmp_path: Path) -> No
     with Index(folder, embedder=HashingEmbedder(64)) as ix:
         ix.add_documents({"memo": MEMO})
         before = [h.chunk_id for h in ix.search("NASA", top_k=3)]
-    # Turn the catalog back into schema 2: drop what m003 added.
+    # Turn the catalog back into schema 2: drop what m003 and the later migrations added.
     db = sqlite3.connect(folder / "corpora" / "default" / "catalog.sqlite")
     db.executescript(
         "DROP TABLE chunk_terms; DROP TABLE llm_cache; ALTER TABLE chunks DROP COLUMN enrichment;"
+        "ALTER TABLE chunks DROP COLUMN heading_trail; ALTER TABLE chunks DROP COLUMN table_header;"
+        "DROP TABLE pending_vectors; DROP TABLE vector_identity;"
         "UPDATE meta SET value = '2' WHERE key = 'schema_version';"
     )
     db.close()

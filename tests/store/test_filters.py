@@ -38,7 +38,7 @@ CREATE TABLE chunks (
   chunk_pk INTEGER PRIMARY KEY AUTOINCREMENT, doc_pk INTEGER NOT NULL REFERENCES documents(doc_pk),
   position INTEGER NOT NULL, start INTEGER NOT NULL, "end" INTEGER NOT NULL,
   heading_path TEXT NOT NULL, section_id TEXT NOT NULL, page_start INTEGER, page_end INTEGER,
-  slot INTEGER NOT NULL, embed_sha256 TEXT NOT NULL);
+  slot INTEGER NOT NULL, embed_sha256 TEXT NOT NULL, heading_trail TEXT);
 """
 
 # (doc_id, source_path, modified, metadata, chunks as (section_id, page_start, page_end))
@@ -156,6 +156,7 @@ def _records() -> list[dict[str, Any]]:
                     "modified": modified,
                     "section_id": section_id,
                     "heading_path": "[]",
+                    "heading_trail": "[]",
                     "position": position,
                     "pages": (page_start, page_end),
                     "metadata": metadata,
@@ -189,10 +190,11 @@ def _build(con: sqlite3.Connection) -> dict[int, dict[str, Any]]:
         page_start, page_end = rec["pages"]
         cur = con.execute(
             'INSERT INTO chunks (doc_pk, position, start, "end", heading_path, section_id, '
-            "page_start, page_end, slot, embed_sha256) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            "page_start, page_end, slot, embed_sha256, heading_trail) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             (
                 *(rec["doc_pk"], rec["position"], 0, 1, "[]", rec["section_id"]),
-                *(page_start, page_end, 0, "0" * 64),
+                *(page_start, page_end, 0, "0" * 64, "[]"),
             ),
         )
         assert cur.lastrowid is not None

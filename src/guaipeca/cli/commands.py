@@ -330,6 +330,7 @@ def _index_rounds(
 
 def _targets(loaded: LoadedSettings, names: list[str] | None, path: Path | None) -> list[Target]:
     from guaipeca.cli.corpora import Target
+    from guaipeca.convert import OcrOptions
 
     s = loaded.settings
     if path is not None:
@@ -338,7 +339,7 @@ def _targets(loaded: LoadedSettings, names: list[str] | None, path: Path | None)
         name = names[0] if names else DEFAULT_CORPUS
         configured = {c.name: c for c in s.corpora}
         language = configured[name].language if name in configured else None
-        options = {"language": language}
+        options = {"language": language, "ocr": OcrOptions.from_settings(s.ocr, language)}
         return [Target(name, _check_folder(path), options, from_config=False, implicit=not names)]
     check_corpus_paths(loaded)
     known = {c.name: c for c in s.corpora}
@@ -355,7 +356,12 @@ def _targets(loaded: LoadedSettings, names: list[str] | None, path: Path | None)
         Target(
             c.name,
             _check_folder(c.path),
-            {"language": c.language, "extensions": c.extensions, "exclude": c.exclude},
+            {
+                "language": c.language,
+                "extensions": c.extensions,
+                "exclude": c.exclude,
+                "ocr": OcrOptions.from_settings(s.ocr, c.language),
+            },
             from_config=loaded.source is not None,
             implicit=implicit and c.name == DEFAULT_CORPUS,
         )
@@ -576,11 +582,16 @@ def _print_hits(hits: list[Hit], as_json: bool) -> None:
         page = ""
         if h.page_start:
             page = f" p.{h.page_start}" + (f"-{h.page_end}" if h.page_end != h.page_start else "")
+        ocr = "  (OCR)" if h.ocr else ""
         out.print(
-            f"{rank}. {source}{page}  chars {h.start}-{h.end}  score {h.score:.4f}", markup=False
+            f"{rank}. {source}{page}  chars {h.start}-{h.end}  score {h.score:.4f}{ocr}",
+            markup=False,
         )
-        if h.heading_path:
-            out.print("   " + " > ".join(h.heading_path), markup=False)
+        trail = h.heading_trail or h.heading_path
+        if trail:
+            out.print("   " + " > ".join(trail), markup=False)
+        if h.table_header:
+            out.print(f"   columns: {h.table_header}", markup=False)
         out.print(f"   {h.snippet}", markup=False)
 
 

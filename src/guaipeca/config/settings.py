@@ -47,6 +47,7 @@ __all__ = [
     "EnrichSettings",
     "LimitsSettings",
     "LoadedSettings",
+    "OcrSettings",
     "QdrantSettings",
     "SearchSettings",
     "ServerSettings",
@@ -80,6 +81,11 @@ SUPPORTED_EXTENSIONS: Final[tuple[str, ...]] = (
     ".xlsx",
     ".html",
     ".htm",
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".tif",
+    ".tiff",
 )
 
 #: Environment variables that override a key of the file (env > file > default).
@@ -442,6 +448,18 @@ class ServerSettings(_Frozen):
         return self
 
 
+class OcrSettings(_Frozen):
+    enabled: bool | Literal["auto"] = Field(
+        "auto",
+        description="read scanned PDF pages and images with Tesseract: auto (when installed), "
+        "true or false",
+    )
+    max_pages: int = Field(
+        100, ge=0, le=100_000, description="most pages read with OCR per file (0: none)"
+    )
+    dpi: int = Field(300, ge=72, le=1200, description="resolution pages are rendered at for OCR")
+
+
 class UploadSettings(_Frozen):
     allow: list[str] = Field(
         default_factory=list, description="corpora that accept uploads (none: uploads are off)"
@@ -583,6 +601,10 @@ class Settings(_Frozen):
     upload: UploadSettings = Field(
         default_factory=UploadSettings, description="files sent through the server"
     )
+    ocr: OcrSettings = Field(
+        default_factory=OcrSettings,
+        description="OCR of scanned pages and images (language: each corpus's language)",
+    )
     storage: StorageSettings = Field(
         default_factory=StorageSettings, description="where the index lives"
     )
@@ -595,7 +617,7 @@ class Settings(_Frozen):
 
     @field_validator(
         "corpora", "embedding", "chunking", "search", "server", "upload", "storage", "enrich",
-        "limits", mode="before",
+        "limits", "ocr", mode="before",
     )  # fmt: skip
     @classmethod
     def _empty_section(cls, value: object, info: ValidationInfo) -> object:
@@ -662,6 +684,7 @@ _MODELS: Final[Mapping[str, type[BaseModel]]] = MappingProxyType(
             StorageSettings,
             QdrantSettings,
             EnrichSettings,
+            OcrSettings,
         )
     }
 )

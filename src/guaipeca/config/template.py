@@ -65,6 +65,30 @@ def _yaml_scalar(value: object) -> str:
     return text if plain and text else json.dumps(text, ensure_ascii=False)
 
 
+_WIDTH = 100
+
+
+def _key_lines(lead: str, name: str, value: object) -> list[str]:
+    """``name: value`` after ``lead``; a list too long for one line is a flow sequence
+    wrapped onto lines indented deeper than the key (valid YAML, within ``_WIDTH``)."""
+    line = f"{lead}{name}: {_yaml_scalar(value)}"
+    if len(line) <= _WIDTH or not isinstance(value, list | tuple) or not value:
+        return [line]
+    cont = lead.replace("-", " ") + "  "
+    items = [_yaml_scalar(v) for v in value]
+    out: list[str] = []
+    current = f"{lead}{name}: ["
+    for i, item in enumerate(items):
+        piece = item + ("]" if i == len(items) - 1 else ",")
+        if len(current) + 1 + len(piece) > _WIDTH and not current.endswith("["):
+            out.append(current)
+            current = cont + piece
+        else:
+            current += ("" if current.endswith("[") else " ") + piece
+    out.append(current)
+    return out
+
+
 def _section_lines(model: type[BaseModel], instance: BaseModel, indent: str) -> list[str]:
     lines = []
     for name, field in model.model_fields.items():
@@ -74,7 +98,7 @@ def _section_lines(model: type[BaseModel], instance: BaseModel, indent: str) -> 
             lines.append(f"{indent}{name}:")
             lines.extend(_section_lines(type(value), value, indent + "  "))
         else:
-            lines.append(f"{indent}{name}: {_yaml_scalar(value)}")
+            lines.extend(_key_lines(indent, name, value))
     return lines
 
 
@@ -96,7 +120,7 @@ def render_default_config() -> str:
         value = _SAMPLE_CORPUS.get(name, field.get_default(call_default_factory=True))
         item.append(f"#     # {field.description}")
         lead = "#   - " if name == "name" else "#     "
-        item.append(f"{lead}{name}: {_yaml_scalar(value)}")
+        item.extend(_key_lines(lead, name, value))
     parts = [header, _CORPORA.format(items="\n".join(item))]
     defaults = Settings()
     for section in list(Settings.model_fields)[1:]:  # after corpora

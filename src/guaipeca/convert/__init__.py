@@ -1,7 +1,8 @@
 """Source files → canonical Markdown text: the one public entry of the conversion layer.
 
 ``convert_file`` / ``convert_bytes`` dispatch on the file extension (case-insensitive) to
-the text, PDF, Office/HTML and spreadsheet converters, each imported only when needed.
+the text, PDF, Office/HTML, spreadsheet and image (OCR) converters, each imported only when
+needed.
 Every failure is a :class:`~guaipeca.errors.ConversionError` whose message is one line for
 a user ("file is 52.4 MB; the limit is 50.0 MB", "not UTF-8 text (...); save it as UTF-8",
 "DOCX expands to more than 200 MB (zip bomb?)"); it never holds a traceback nor any path
@@ -13,11 +14,13 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from guaipeca.config import SUPPORTED_EXTENSIONS
 from guaipeca.convert._limits import DEFAULT_MAX_BYTES, FileLimits, first_line, format_size
+from guaipeca.convert.ocr import OcrOptions
 from guaipeca.errors import ConversionError
 
 __all__ = [
@@ -25,6 +28,7 @@ __all__ = [
     "SUPPORTED_EXTENSIONS",
     "Converted",
     "FileLimits",
+    "OcrOptions",
     "convert_bytes",
     "convert_file",
 ]
@@ -40,6 +44,11 @@ _FORMATS = {
     ".xlsx": "xlsx",
     ".html": "html",
     ".htm": "html",
+    ".png": "image",
+    ".jpg": "image",
+    ".jpeg": "image",
+    ".tif": "image",
+    ".tiff": "image",
 }
 
 
@@ -49,14 +58,17 @@ class Converted:
 
     ``text`` is Markdown (plain text for ``.txt``) with LF line ends only. ``page_starts``
     holds the character offsets where pages 1, 2, ... begin (PDF pages, PPTX slides), or
-    None. ``format`` is one of "markdown", "text", "pdf", "docx", "pptx", "xlsx", "html".
-    ``warnings`` are one-line notes for the user (truncated sheets, scanned PDF pages, ...).
+    None. ``format`` is one of "markdown", "text", "pdf", "docx", "pptx", "xlsx", "html",
+    "image". ``warnings`` are one-line notes for the user (truncated sheets, scanned PDF
+    pages, ...). ``metadata`` goes into the document's metadata: ``encoding`` (text files:
+    the detected encoding) and ``ocr_pages`` (the 1-based pages read with OCR).
     """
 
     text: str
     page_starts: tuple[int, ...] | None
     format: str
     warnings: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 def _normalise_extension(extension: str) -> str:
@@ -75,8 +87,12 @@ def _too_large(size: int, max_bytes: int) -> ConversionError:
     return ConversionError(f"file is {format_size(size)}; the limit is {format_size(max_bytes)}")
 
 
-def convert_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Converted:
+def convert_file(
+    path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES, ocr: OcrOptions | None = None
+) -> Converted:
     """Convert the file at ``path``, dispatching on its extension.
+
+    ``ocr`` says how to read scanned pages and images (None: OCR "auto", in English).
 
     The size is checked with ``stat`` before anything is read, so an oversized file costs
     nothing. Raises:
@@ -116,7 +132,7 @@ def convert_file(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Con
         ) from None
     if len(data) > max_bytes:
         raise ConversionError(f"file is larger than the limit of {format_size(max_bytes)}")
-    return _convert(data, ext, p.name)
+    return _convert(data, ext, p.name, ocr=ocr)
 
 
 def convert_bytes(
@@ -126,32 +142,40 @@ def convert_bytes(
     name: str = "document",
     max_bytes: int = DEFAULT_MAX_BYTES,
     limits: FileLimits | None = None,
+    ocr: OcrOptions | None = None,
 ) -> Converted:
     """Convert ``data`` as a file of type ``extension`` (".docx", "docx", ".PDF", ...).
 
     ``limits``: how many pages, cells and characters of a big file are read (the rest is
     skipped with a warning naming the limit); default :class:`FileLimits`.
 
-    ``name`` is the file name shown in messages of converters that use one (PDF).
+    ``name`` is the file name shown in messages of converters that use one (PDF). ``ocr``
+    says how to read scanned pages and images (None: OCR "auto", in English).
     Raises:
         ConversionError: unsupported extension, over ``max_bytes``, empty, or content that
-            cannot be converted: not UTF-8 / binary text, a broken or bomb-like Office zip,
+            cannot be converted: binary "text", a broken or bomb-like Office zip, an image
+            without OCR,
             or any failure inside a third-party converter (wrapped as "could not convert:
             <ExceptionType>: <first line>").
     """
     ext = _normalise_extension(extension)
     if len(data) > max_bytes:
         raise _too_large(len(data), max_bytes)
-    return _convert(bytes(data), ext, name, limits or FileLimits())
+    return _convert(bytes(data), ext, name, limits or FileLimits(), ocr)
 
 
-def _convert(data: bytes, ext: str, name: str, limits: FileLimits | None = None) -> Converted:
-    fmt = _FORMATS[ext]
+def _convert(
+    data: bytes,
+    ext: str,
+    name: str,
+    limits: FileLimits | None = None,
+    ocr: OcrOptions | None = None,
+) -> Converted:
     if not data:
         raise ConversionError("empty file")
     limits = limits or FileLimits()
     try:
-        return _cut(_dispatch(data, fmt, name, limits), limits.max_chars)
+        return _cut(_dispatch(data, ext, name, limits, ocr or OcrOptions()), limits.max_chars)
     except ConversionError:
         raise
     except Exception as exc:
@@ -174,21 +198,38 @@ def _cut(converted: Converted, max_chars: int) -> Converted:
     warning = (
         f"cut at {end:,} of {len(text):,} characters: the limit is limits.max_chars ({max_chars:,})"
     )
-    return Converted(text[:end], pages, converted.format, (*converted.warnings, warning))
+    return Converted(
+        text[:end], pages, converted.format, (*converted.warnings, warning), converted.metadata
+    )
 
 
-def _dispatch(data: bytes, fmt: str, name: str, limits: FileLimits) -> Converted:
+def _dispatch(data: bytes, ext: str, name: str, limits: FileLimits, ocr: OcrOptions) -> Converted:
+    fmt = _FORMATS[ext]
     if fmt in ("markdown", "text"):
         from guaipeca.convert.text import decode_text
 
-        return Converted(decode_text(data), None, fmt)
-    if fmt == "pdf":
+        text, encoding = decode_text(data)
+        return Converted(text, None, fmt, metadata={"encoding": encoding})
+    if fmt in ("pdf", "image"):
         from guaipeca.convert.pdf import convert_pdf
 
+        if fmt == "image":
+            from guaipeca.convert.ocr import image_to_pdf
+
+            if ocr.engine() is None:
+                raise ConversionError(
+                    "an image is read with OCR, which is off or not installed "
+                    "(Debian: apt install tesseract-ocr tesseract-ocr-eng)"
+                )
+            data = image_to_pdf(data, ext)
         pdf = convert_pdf(
-            data, name=os.path.basename(name) or "document.pdf", max_pages=limits.max_pages
+            data,
+            name=os.path.basename(name) or "document.pdf",
+            max_pages=limits.max_pages,
+            ocr=ocr,
         )
-        return Converted(pdf.text, pdf.page_starts, fmt, pdf.warnings)
+        meta: dict[str, Any] = {"ocr_pages": list(pdf.ocr_pages)} if pdf.ocr_pages else {}
+        return Converted(pdf.text, pdf.page_starts, fmt, pdf.warnings, meta)
     from guaipeca.convert import office
 
     if fmt == "xlsx":

@@ -22,7 +22,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
-from urllib.parse import urlsplit
 
 from guaipeca.convert._limits import captured_warnings, check_office_zip
 from guaipeca.errors import ConversionError
@@ -78,14 +77,33 @@ def _control(m: re.Match[str]) -> str:
 
 
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+# Image syntax markitdown writes for pictures (``![alt](data:image/png;base64...)``,
+# ``![](Picture3.jpg)``), possibly wrapped in a link (``[![](thumb.jpg)](full.webm)``), and
+# the empty links an image leaves behind. Pictures are not text: the canonical Markdown
+# drops them (and with them data URIs and media URLs).
+_LINKED_IMAGE = re.compile(r"\[\s*!\[[^\]\n]*\]\([^)\n]*\)\s*\]\([^)\n]*\)")
+_IMAGE = re.compile(r"!\[[^\]\n]*\]\([^)\n]*\)")
+_EMPTY_LINK = re.compile(r"(?<!!)\[\s*\]\([^)\n]*\)")
+_EMPTY_ROW = re.compile(r" {0,3}\|(?:\s*\|)+")
 _ATX = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
 _EMPTY_ATX = re.compile(r" {0,3}#{1,6}[ \t]*$")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 
 
-def tidy_markdown(markdown: str) -> str:
+def drop_images(line: str) -> str:
+    """``line`` without Markdown image syntax (linked or not) and the empty links left."""
+    if "](" not in line:
+        return line
+    body = line.lstrip()
+    body = _EMPTY_LINK.sub("", _IMAGE.sub("", _LINKED_IMAGE.sub("", body)))
+    return line[: len(line) - len(line.lstrip())] + body.lstrip()
+
+
+def tidy_markdown(markdown: str, *, images: bool = True) -> str:
     """Canonical Markdown: LF line ends, no trailing spaces, no empty headings, tables set
-    off by blank lines, at most one blank line in a row; ends with one newline (or is "")."""
+    off by blank lines, at most one blank line in a row; ends with one newline (or is "").
+    ``images=False`` drops image syntax outside code blocks (see ``drop_images``) and the
+    table body rows left empty by it."""
     text = markdown.replace("\r\n", "\n").replace("\r", "\n")
     if _CONTROL.search(text):  # rare: skip the substitution pass over big texts
         text = _CONTROL.sub(_control, text)
@@ -95,6 +113,10 @@ def tidy_markdown(markdown: str) -> str:
     for raw in text.split("\n"):
         line = raw.rstrip()
         m = _FENCE.match(line)
+        if fence is None and not images:
+            line = drop_images(line).rstrip()
+            if prev_row and _EMPTY_ROW.fullmatch(line):
+                continue  # a body row that held only pictures (a header row stays)
         if fence is not None:
             if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence):
                 fence = None
@@ -127,7 +149,7 @@ def _nonempty(text: str, kind: str) -> str:
 
 def convert_docx(data: bytes) -> OfficeResult:
     """DOCX → Markdown: Title as ``#``, Heading N as ``#`` * (N + 1), tables as Markdown
-    tables, lists, images as alt text with the data URI cut off.
+    tables, lists; pictures are dropped.
 
     Raises:
         ConversionError: not a DOCX, a zip bomb, or no text in it.
@@ -144,7 +166,7 @@ def convert_docx(data: bytes) -> OfficeResult:
             style_map=_DOCX_STYLE_MAP,
             **_MD_OPTIONS,
         )
-    text = _nonempty(tidy_markdown(result.markdown), "DOCX")
+    text = _nonempty(tidy_markdown(result.markdown, images=False), "DOCX")
     return OfficeResult(text, None, tuple(warned))
 
 
@@ -159,7 +181,7 @@ def convert_pptx(data: bytes) -> OfficeResult:
 
     The first slide's title is the document's ``#``; later slide titles are ``##``
     sections. Tables and chart data become Markdown tables; speaker notes follow each slide
-    under ``### Notes:``; pictures give their alt text.
+    under ``### Notes:``; pictures are dropped.
 
     Raises:
         ConversionError: not a PPTX, a zip bomb, or no text in it.
@@ -180,7 +202,7 @@ def convert_pptx(data: bytes) -> OfficeResult:
     numbers = [int(m.group(1)) for m in marks]
     if not marks or numbers != list(range(1, len(marks) + 1)) or raw[: marks[0].start()].strip():
         # Not the layout we know (or a slide's own text imitates a marker): no slide pages.
-        text = _nonempty(tidy_markdown(_SLIDE_MARK.sub("", raw)), "PPTX")
+        text = _nonempty(tidy_markdown(_SLIDE_MARK.sub("", raw), images=False), "PPTX")
         return OfficeResult(text, None, tuple(warned))
     parts: list[str] = []
     starts: list[int] = []
@@ -190,7 +212,7 @@ def convert_pptx(data: bytes) -> OfficeResult:
         body = raw[m.end() : end]
         if i > 0:  # later slide titles are sections under the first slide's title
             body = re.sub(r"^# ", "## ", body, flags=re.MULTILINE)
-        body = tidy_markdown(body)
+        body = tidy_markdown(body, images=False)
         starts.append(length)
         if body:
             chunk = body + "\n"  # blank line between slides
@@ -216,6 +238,13 @@ _JUNK_TAGS = frozenset(
         "object",
         "embed",
         "svg",
+        "img",
+        "picture",
+        "video",
+        "audio",
+        "source",
+        "track",
+        "map",
         "canvas",
         "nav",
         "aside",
@@ -249,6 +278,9 @@ _JUNK_CLASSES = frozenset(
         "vector-page-toolbar",
         "vector-dropdown",
         "mw-portlet",
+        "navbox-styles",
+        "sistersitebox",
+        "mw-empty-elt",
     }
 )
 
@@ -353,9 +385,11 @@ def _main_content(soup: Any) -> Any:
 def convert_html(data: bytes) -> OfficeResult:
     """HTML → Markdown of the page's main content, its ``<h1>`` (or ``<title>``) first.
 
-    Scripts, styles, navigation, headers, footers, sidebars, forms and MediaWiki chrome are
-    dropped; links keep their text (and their URL only when it is absolute http/https);
-    images become their alt text. Nothing the page references is ever fetched.
+    Scripts, styles, navigation, headers, footers, sidebars, forms, images and media
+    (``img``, ``picture``, ``video``, ``audio``) and MediaWiki chrome (edit links, navigation
+    boxes, tables of contents) are dropped; links keep their text, not their URL (a link's
+    target is not the document's text, and media URLs were most of them). Nothing the page
+    references is ever fetched.
 
     Raises:
         ConversionError: binary data, or no text in the page.
@@ -376,19 +410,7 @@ def convert_html(data: bytes) -> OfficeResult:
             title.string = soup.title.get_text(" ", strip=True)
             root.insert(0, title)
         for a in root.find_all("a"):
-            href = a.get("href")
-            parts = urlsplit(href) if isinstance(href, str) else None
-            if parts is not None and parts.scheme in ("http", "https") and parts.netloc:
-                a.attrs = {"href": href}
-            else:
-                a.unwrap()
-        for img in root.find_all("img"):
-            alt = img.get("alt")
-            alt = alt.strip() if isinstance(alt, str) else ""
-            if alt:
-                img.replace_with(alt)
-            else:
-                img.decompose()
+            a.unwrap()
         for caption in root.find_all("caption"):
             # markdownify only gives a table its header row when the first <tr> has no
             # preceding sibling, so the caption moves out, as a paragraph before the table.
@@ -402,7 +424,7 @@ def convert_html(data: bytes) -> OfficeResult:
                 piece.replace_with(piece.replace("|", "\\|"))
         body = root.decode_contents() if root.name in ("body", "[document]") else str(root)
         result = HtmlConverter().convert_string(f"<html><body>{body}</body></html>", **_MD_OPTIONS)
-    text = _nonempty(tidy_markdown(result.markdown), "HTML page")
+    text = _nonempty(tidy_markdown(result.markdown, images=False), "HTML page")
     return OfficeResult(text, None, tuple(warned))
 
 

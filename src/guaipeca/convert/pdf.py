@@ -42,8 +42,10 @@ How the text is rebuilt (tuned on the files in ``shared/data/docs``):
 
 Pages are joined with a blank line; ``page_starts[i]`` is where page ``i + 1`` begins (an
 empty page begins where the next page with text does). Pages without text, or with only
-running heads, that show images or drawings are reported in ``warnings`` (blank pages are
-not); a document with no text at all is refused (OCR is out of scope).
+running heads, that show images or drawings are scanned pages: with OCR on (``ocr``, see
+``ocr.py``) they are read with Tesseract, up to a page budget per file, and rebuilt by the same
+layout pass; otherwise, or past the budget, they are reported in ``warnings`` (blank pages are
+not). A document with no text at all, even after OCR, is refused.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from typing import Any
 
 from guaipeca.convert._pdf_tables import Table, find_tables, may_have_table
 from guaipeca.convert._pdf_text import SPACES, Vocab, clean, join, vocabulary
+from guaipeca.convert.ocr import OcrOptions, ocr_page
 from guaipeca.errors import ConversionError, InvalidArgumentError
 
 __all__ = ["PdfResult", "convert_pdf"]
@@ -74,11 +77,13 @@ class PdfResult:
     ``text`` is Markdown with LF line ends only. ``page_starts[i]`` is the character offset in
     ``text`` where page ``i + 1`` begins (one entry per page, ascending, the first is 0).
     ``warnings`` are one-line notes for the user (pages without a text layer, repairs, …).
+    ``ocr_pages`` are the 1-based pages whose text was read with OCR.
     """
 
     text: str
     page_starts: tuple[int, ...]
     warnings: tuple[str, ...]
+    ocr_pages: tuple[int, ...] = ()
 
 
 # --------------------------------------------------------------------------- tunables
@@ -176,6 +181,8 @@ class _Page:
     items: list[list[_Line] | Table] = field(default_factory=list)
     state: str = "text"  # "text", "blank", "image" (no text layer) or "error"
     images: bool = False  # the page shows raster images
+    ocr: bool = False  # the text was read with OCR
+    over_budget: bool = False  # a scanned page left unread: over the OCR page budget
 
 
 @dataclass(slots=True)
@@ -195,10 +202,17 @@ class _Style:
 
 
 # --------------------------------------------------------------------------- public API
-def convert_pdf(data: bytes, *, name: str = "document.pdf", max_pages: int = 5000) -> PdfResult:
+def convert_pdf(
+    data: bytes,
+    *,
+    name: str = "document.pdf",
+    max_pages: int = 5000,
+    ocr: OcrOptions | None = None,
+) -> PdfResult:
     """Convert PDF bytes to Markdown with page offsets.
 
-    ``name`` is only used in log messages. Deterministic: the same bytes give the same result.
+    ``name`` is only used in log messages. ``ocr`` reads pages without a text layer with
+    Tesseract (None: no OCR). Deterministic: the same bytes give the same result.
 
     Raises:
         ConversionError: not a PDF, damaged beyond repair, encrypted with a password, more
@@ -218,7 +232,7 @@ def convert_pdf(data: bytes, *, name: str = "document.pdf", max_pages: int = 500
     except Exception:
         raise ConversionError("not a valid PDF: the file is damaged beyond repair") from None
     try:
-        return _convert_document(fitz, doc, name, max_pages)
+        return _convert_document(fitz, doc, name, max_pages, ocr)
     finally:
         with contextlib.suppress(Exception):
             doc.close()
@@ -230,7 +244,9 @@ def convert_pdf(data: bytes, *, name: str = "document.pdf", max_pages: int = 500
             pass
 
 
-def _convert_document(fitz: Any, doc: Any, name: str, max_pages: int) -> PdfResult:
+def _convert_document(
+    fitz: Any, doc: Any, name: str, max_pages: int, ocr: OcrOptions | None
+) -> PdfResult:
     if doc.needs_pass:
         raise ConversionError(
             "the PDF is encrypted with a password; save an unprotected copy to index it"
@@ -268,19 +284,22 @@ def _convert_document(fitz: Any, doc: Any, name: str, max_pages: int) -> PdfResu
         # Only running heads and page numbers around a picture: a scanned or figure page.
         if p.state == "text" and p.images and not _has_content(p):
             p.state = "image"
+    ocr_pages = _ocr_pass(fitz, doc, pages, ocr, (sizes, table_failures), warnings)
     text_pages = [p for p in pages if p.state == "text"]
     failed = [i + 1 for i, p in enumerate(pages) if p.state == "error"]
     if not text_pages:
         if len(failed) == n_pages:
             raise ConversionError("not a valid PDF: no page could be read (damaged file?)")
-        raise _no_text(n_pages)
-    scanned = [i + 1 for i, p in enumerate(pages) if p.state == "image"]
+        raise _no_text(n_pages, ocr)
+    scanned = [i + 1 for i, p in enumerate(pages) if p.state == "image" and not p.over_budget]
     if scanned:
         many = len(scanned) > 1
+        why = "OCR found no text" if ocr is not None and ocr.engine() else _NO_OCR
         warnings.append(
             f"{'pages' if many else 'page'} {_page_list(scanned)} "
             f"{'have' if many else 'has'} no text layer (scanned "
-            f"{'images' if many else 'image'}?); {'they were' if many else 'it was'} not indexed"
+            f"{'images' if many else 'image'}?) and {why}; "
+            f"{'they were' if many else 'it was'} not indexed"
         )
     if failed:
         many = len(failed) > 1
@@ -318,13 +337,63 @@ def _convert_document(fitz: Any, doc: Any, name: str, max_pages: int) -> PdfResu
     _assign_levels(page_units)
     text, starts = _render(page_units)
     if not text.strip():  # nothing but running heads and page numbers
-        raise _no_text(n_pages)
-    return PdfResult(text=text, page_starts=starts, warnings=tuple(warnings))
+        raise _no_text(n_pages, ocr)
+    return PdfResult(
+        text=text, page_starts=starts, warnings=tuple(warnings), ocr_pages=tuple(ocr_pages)
+    )
 
 
-def _no_text(n_pages: int) -> ConversionError:
+_NO_OCR = "OCR is off or Tesseract is not installed"
+
+
+def _no_text(n_pages: int, ocr: OcrOptions | None) -> ConversionError:
     where = "on its only page" if n_pages == 1 else f"on any of its {n_pages} pages"
-    return ConversionError(f"no text layer {where} (a scanned document?); OCR is not supported")
+    why = "OCR found no text" if ocr is not None and ocr.engine() else _NO_OCR
+    return ConversionError(f"no text layer {where} (a scanned document?) and {why}")
+
+
+def _ocr_pass(
+    fitz: Any,
+    doc: Any,
+    pages: list[_Page],
+    ocr: OcrOptions | None,
+    counters: tuple[Counter[float], list[int]],
+    warnings: list[str],
+) -> list[int]:
+    """Read the scanned pages with OCR, up to the budget; returns the pages read."""
+    language = ocr.engine() if ocr is not None else None
+    scanned = [i for i, p in enumerate(pages) if p.state == "image"]
+    if ocr is None or language is None or not scanned:
+        return []
+    done: list[int] = []
+    for n, i in enumerate(scanned):
+        if n >= ocr.max_pages:
+            pages[i].over_budget = True
+            continue
+        try:
+            read_doc = ocr_page(doc.load_page(i), language, ocr.dpi)
+            try:
+                read = _extract_page(fitz, read_doc.load_page(0), *counters, i + 1, ocr=True)
+            finally:
+                read_doc.close()
+        except Exception:
+            log.warning("page %d: OCR failed", i + 1, exc_info=True)
+            continue
+        if read.state == "text":
+            read.ocr = True
+            pages[i] = read
+            done.append(i + 1)
+    over = [i + 1 for i in scanned[ocr.max_pages :]]
+    if over:
+        many = len(over) > 1
+        warnings.append(
+            f"{'pages' if many else 'page'} {_page_list(over)} "
+            f"{'were' if many else 'was'} not read with OCR: over the budget of "
+            f"{ocr.max_pages} page{'s' if ocr.max_pages != 1 else ''} per file (ocr.max_pages)"
+        )
+    if done:
+        _mark_running([p for p in pages if p.state == "text"])
+    return done
 
 
 def _page_list(numbers: Sequence[int]) -> str:
@@ -382,7 +451,13 @@ def _make_line(raw: Any) -> _Line | None:
 
 
 def _extract_page(
-    fitz: Any, page: Any, sizes: Counter[float], table_failures: list[int], pno: int
+    fitz: Any,
+    page: Any,
+    sizes: Counter[float],
+    table_failures: list[int],
+    pno: int,
+    *,
+    ocr: bool = False,
 ) -> _Page:
     if page.rotation:
         try:
@@ -408,7 +483,7 @@ def _extract_page(
         return _Page(height=height, width=width, state="image" if has_ink else "blank")
     tables: list[Table] = []
     try:
-        if may_have_table(page):
+        if not ocr and may_have_table(page):
             tables = find_tables(page, flags)
     except Exception as exc:  # PyMuPDF's table finder is heuristic code: never fatal
         log.warning(

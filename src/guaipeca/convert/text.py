@@ -1,11 +1,16 @@
 """Plain text and Markdown sources (``.txt``, ``.md``, ``.markdown``).
 
-The text is taken as it is -- no Markdown rewriting -- apart from line endings: CRLF and
-lone CR become LF, so chunk offsets refer to one canonical form. Only strict UTF-8 is
-accepted (a leading UTF-8 byte-order mark is allowed and dropped). Anything else is an
-error rather than a guess: a guessed encoding can silently turn a few characters into the
-wrong ones, and every chunk is cited as an exact span of this text, so a wrong guess would
-be indexed, shown and quoted as if it were the document. The message says how to fix it.
+The text is taken as it is -- no Markdown rewriting -- apart from its encoding and line
+endings: the canonical text is UTF-8 with LF line ends, so chunk offsets refer to one form.
+
+Encodings: a byte-order mark decides first (UTF-8, UTF-16 LE/BE); then strict UTF-8 (most
+files, and the only reading of pure ASCII); then charset-normalizer chooses between
+Windows-1252 and Latin-1, the two single-byte encodings of Western European archives. The
+candidates are limited to those on purpose: left free, the detector reads short Portuguese
+text as Central European cp1250 ("educaçăo"), and every chunk is cited as an exact span of
+this text, so a wrong guess would be indexed, shown and quoted as if it were the document.
+Bytes that no candidate reads as text (NUL bytes without a UTF-16 mark, control-character
+noise) are refused as binary.
 """
 
 from __future__ import annotations
@@ -14,30 +19,57 @@ from guaipeca.errors import ConversionError
 
 __all__ = ["decode_text"]
 
-_UTF8_BOM = b"\xef\xbb\xbf"
-_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_BOMS = (
+    (b"\xef\xbb\xbf", "utf-8", "utf-8-sig"),
+    (b"\xff\xfe", "utf-16-le", "utf-16"),
+    (b"\xfe\xff", "utf-16-be", "utf-16"),
+)
+# charset-normalizer's codec names → the names recorded in a document's metadata.
+_SINGLE_BYTE = {"cp1252": "cp1252", "latin_1": "latin-1"}
 
 
-def decode_text(data: bytes) -> str:
-    """Decode a text file as strict UTF-8 and normalise its line endings to LF.
+def _detect(data: bytes) -> tuple[str, str]:
+    """``(text, encoding)`` of BOM-less, NUL-free bytes that are not UTF-8."""
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(data, cp_isolation=["cp1252", "latin_1"]).best()
+    if best is None or best.encoding not in _SINGLE_BYTE:
+        raise ConversionError(
+            "not text in a known encoding (UTF-8, UTF-16 with a BOM, Windows-1252, Latin-1)"
+        )
+    return str(best), _SINGLE_BYTE[best.encoding]
+
+
+def decode_text(data: bytes) -> tuple[str, str]:
+    """Decode a text file and normalise its line endings to LF: ``(text, encoding)``.
+
+    ``encoding`` is what was detected: "utf-8", "utf-8-sig" (with a BOM), "utf-16",
+    "cp1252" or "latin-1".
 
     Raises:
-        ConversionError: the bytes hold NUL bytes (binary, or UTF-16), are not UTF-8, or
-            hold nothing but whitespace.
+        ConversionError: the bytes are binary (NUL bytes without a UTF-16 BOM, or noise no
+            candidate encoding reads as text), a BOM'd text does not decode, or the file
+            holds nothing but whitespace.
     """
-    skip = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
-    data = data[skip:]
-    if b"\x00" in data:
-        if data.startswith(_UTF16_BOMS):
-            raise ConversionError("UTF-16 text, not UTF-8; save it as UTF-8")
-        raise ConversionError("looks binary (NUL bytes), not text")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConversionError(
-            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start + skip}); "
-            "save it as UTF-8"
-        ) from None
+    for bom, codec, label in _BOMS:
+        if data.startswith(bom):
+            try:
+                text = data[len(bom) :].decode(codec)
+            except UnicodeDecodeError as exc:
+                raise ConversionError(
+                    f"not valid {codec} text after its byte-order mark (offset {exc.start})"
+                ) from None
+            encoding = label
+            break
+    else:
+        if b"\x00" in data:
+            raise ConversionError("looks binary (NUL bytes), not text")
+        try:
+            text, encoding = data.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            text, encoding = _detect(data)
+    if "\x00" in text:
+        raise ConversionError("looks binary (NUL characters), not text")
     if not text.strip():
         raise ConversionError("empty file")
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.replace("\r\n", "\n").replace("\r", "\n"), encoding

@@ -98,6 +98,7 @@ def embedding_input(
     preprocess: bool = True,
     max_chars: int = 500,
     context: str = "",
+    table_header: str | None = None,
 ) -> str:
     """The string a chunk is embedded as (SPEC §3.5); the stored chunk text never changes.
 
@@ -109,7 +110,10 @@ def embedding_input(
     gives no heading line. When the text itself opens with its own (last) heading, that
     heading is not repeated on the heading line: a section's first chunk would otherwise say
     its title twice, which drags the vector towards the title (measured on SciFact).
-    ``context`` is not cut: its size is the caller's overlap setting.
+    ``context`` is not cut: its size is the caller's overlap setting. ``table_header`` (a
+    table chunk's header row, §3.4b) comes on the line before the text when the text does not
+    hold it already (a chunk cut from the middle of a long table), with or without
+    ``preprocess``, so the rows' values are embedded with their column names.
     """
     if isinstance(heading_path, str):
         # A bare string is a Sequence[str] too; joining its characters would be silent garbage.
@@ -126,6 +130,8 @@ def embedding_input(
         parts.append(heading)
     if context:
         parts.append(context)
+    if table_header and table_header not in text:
+        parts.append(table_header)
     parts.append(body)
     return "\n".join(parts)
 

@@ -137,8 +137,8 @@ def with_snippets(
         analyzer = stores[h.corpus].analyzer
         if h.corpus not in terms:
             terms[h.corpus] = set(analyzer.tokens(query))
-        snippet = make_snippet(h.text, terms[h.corpus], analyzer.term_spans, width=width)
-        out.append(dataclasses.replace(h, snippet=snippet))
+        snip = make_snippet(h.text, terms[h.corpus], analyzer.term_spans, width=width)
+        out.append(dataclasses.replace(h, snippet=snip.text, highlights=snip.highlights))
     return out
 
 
@@ -192,6 +192,8 @@ def _widen_to_document(store: CorpusStore, hit: Hit, doc: DocRow | None) -> Hit:
         end=len(text),
         text=text,
         heading_path=hit.heading_path[:1],
+        heading_trail=hit.heading_trail[:1],
+        table_header=None,
         page_start=page_start,
         page_end=page_end,
     )
@@ -210,6 +212,8 @@ def _widen_to_section(store: CorpusStore, hit: Hit) -> Hit:
         end=end,
         text=doc.text[start:end] if doc else hit.text,
         heading_path=rows[0].heading_path,
+        heading_trail=rows[0].heading_trail[: len(rows[0].heading_path)],
+        table_header=None,
         page_start=page_start,
         page_end=page_end,
     )
@@ -220,7 +224,8 @@ def section_filter_where(
 ) -> Mapping[str, Any] | None:
     """``where`` narrowed to one section id, to a heading path prefix ``"A > B"``, or to
     the same headings right under any document title (``"Financial Statements"`` finds
-    ``Annual report > Financial Statements``, as the seed Guaipeca's filter did).
+    ``Annual report > Financial Statements``, as the seed Guaipeca's filter did). A prefix
+    of the full ``heading_trail`` works too (``"Duck > Behaviour > Feeding"``).
 
     Raises:
         InvalidArgumentError: an empty or non-string ``section_filter``.
@@ -233,7 +238,7 @@ def section_filter_where(
         extra: dict[str, Any] = {"section_id": section_filter}
     else:
         parts = [p.strip() for p in section_filter.split(">") if p.strip()]
-        # heading_path is stored as JSON text: a path prefix is a prefix of that text.
+        # Both are stored as JSON text: a path prefix is a prefix of that text.
         prefix = json.dumps(parts, ensure_ascii=False)[:-1]
         under_title = ", " + prefix[1:]  # the same parts after a first (title) element
         extra = {
@@ -242,6 +247,8 @@ def section_filter_where(
                 {"heading_path": {"$startswith": prefix + ","}},
                 {"heading_path": {"$contains": under_title + "]"}},
                 {"heading_path": {"$contains": under_title + ","}},
+                {"heading_trail": prefix + "]"},
+                {"heading_trail": {"$startswith": prefix + ","}},
             ]
         }
     return {"$and": [dict(where), extra]} if where else extra
@@ -307,6 +314,8 @@ def _row_fields(corpus: str, row: ChunkRow) -> dict[str, Any]:
         "doc_id": row.doc_id,
         "source_path": row.source_path,
         "heading_path": row.heading_path,
+        "heading_trail": row.heading_trail,
+        "table_header": row.table_header,
         "section_id": row.section_id,
         "page_start": row.page_start,
         "page_end": row.page_end,
@@ -315,7 +324,17 @@ def _row_fields(corpus: str, row: ChunkRow) -> dict[str, Any]:
         "position": row.position,
         "text": row.text,
         "metadata": row.metadata,
+        "ocr": _read_with_ocr(row),
     }
+
+
+def _read_with_ocr(row: ChunkRow) -> bool:
+    """Whether the chunk lies on a page its converter read with OCR (metadata ocr_pages)."""
+    pages = row.metadata.get("ocr_pages")
+    if not pages or not isinstance(pages, list) or row.page_start is None:
+        return False
+    last = row.page_end if row.page_end is not None else row.page_start
+    return any(isinstance(p, int) and row.page_start <= p <= last for p in pages)
 
 
 def chunk_from_row(corpus: str, row: ChunkRow) -> Chunk:

@@ -188,6 +188,7 @@ class DocumentWriter:
                     preprocess=emb.preprocess,
                     max_chars=emb.preprocess_chars,
                     context=context,
+                    table_header=c.table_header,
                 )
             )
         return inputs, [self._hash(s) for s in inputs]

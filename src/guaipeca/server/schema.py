@@ -30,8 +30,22 @@ class ChunkOut(BaseModel):
     source_path: str | None = Field(
         description="the source file, relative to its corpus folder (null: added as text)"
     )
-    heading_path: list[str] = Field(description="document title and enclosing section")
+    heading_path: list[str] = Field(
+        description="document title and enclosing '##' section (what section_id groups by)"
+    )
+    heading_trail: list[str] = Field(
+        description="every heading level down to this chunk, e.g. ['Duck', 'Behaviour', "
+        "'Feeding']; a prefix of it works as section_filter"
+    )
     section_id: str = Field(description="shared by every chunk of one section")
+    table_header: str | None = Field(
+        None,
+        description="for a chunk holding table rows: its table's header row (column names), "
+        "which a chunk cut from the middle of a long table does not contain itself",
+    )
+    ocr: bool = Field(
+        False, description="true when the text was read with OCR (a scanned page or an image)"
+    )
     page_start: int | None = Field(description="first page (paged sources such as PDF)")
     page_end: int | None = Field(description="last page (paged sources such as PDF)")
     start: int = Field(description="character offset where the text starts in the document")
@@ -46,7 +60,15 @@ class HitOut(ChunkOut):
 
     score: float = Field(description="fused score; higher is better")
     scores: ScoresOut
-    snippet: str = Field(description="the query terms in context, marked **like this**")
+    snippet: str = Field(
+        description="plain text around the densest cluster of query terms, marked **like "
+        "this** (a literal '**' of the text, or a '*' touching a marker, is escaped as "
+        "'\\*')"
+    )
+    highlights: list[list[int]] = Field(
+        default_factory=list,
+        description="every query-term match as [start, end) character offsets into 'text'",
+    )
     embedded: bool = Field(
         True,
         description="false while the chunk waits for its vector: found by keyword only, "

@@ -23,7 +23,7 @@ from typing import Any
 
 from guaipeca import __version__
 from guaipeca.config import CorpusSettings, LoadedSettings, Settings
-from guaipeca.convert import FileLimits, convert_bytes
+from guaipeca.convert import FileLimits, OcrOptions, convert_bytes
 from guaipeca.embed import identity_of
 from guaipeca.errors import (
     BackendUnavailableError,
@@ -33,7 +33,7 @@ from guaipeca.errors import (
     NotFoundError,
 )
 from guaipeca.index import Index
-from guaipeca.ingest import ConversionCache, SyncReport, sync_folder
+from guaipeca.ingest import ConversionCache, SyncReport, cache_key, sync_folder
 from guaipeca.progress import RoundLog
 from guaipeca.server.idle import ToolCalls
 from guaipeca.server.schema import (
@@ -358,6 +358,7 @@ class Service:
                 progress=RoundLog(f"index {conf.name}", "files", log.info, of_total=True),
                 wait=False,  # searchable by keyword now; embedded in the background
                 limits=FileLimits(**self.settings.limits.model_dump()),
+                ocr=self._ocr(conf.language),
             )
             self.index.set_corpus_weight(conf.name, conf.weight)
         finally:
@@ -409,7 +410,10 @@ class Service:
             "doc_id": c.doc_id,
             "source_path": self.relative_path(c.corpus, c.source_path),
             "heading_path": list(c.heading_path),
+            "heading_trail": list(c.heading_trail),
             "section_id": c.section_id,
+            "table_header": c.table_header,
+            "ocr": c.ocr,
             "page_start": c.page_start,
             "page_end": c.page_end,
             "start": c.start,
@@ -436,6 +440,7 @@ class Service:
             ),
             snippet=hit.snippet,
             embedded=hit.embedded,
+            highlights=[list(h) for h in hit.highlights],
         )
 
     def status(self) -> StatusOut:
@@ -603,7 +608,11 @@ class Service:
             if target.is_symlink() or not target.is_file():
                 raise InvalidArgumentError(f"{shown} exists and is not a regular file")
         try:
-            converted = convert_bytes(data, ext, name=name, max_bytes=up.max_file_size)
+            language = next(
+                (c.language for c in self.loaded.settings.corpora if c.name == corpus), None
+            )
+            ocr = self._ocr(language)
+            converted = convert_bytes(data, ext, name=name, max_bytes=up.max_file_size, ocr=ocr)
         except ConversionError as exc:
             raise InvalidArgumentError(
                 f"{name!r} cannot be read as a {ext} file: {exc}; nothing was written"
@@ -614,7 +623,7 @@ class Service:
         replaced = _write_new(target, data, overwrite=overwrite, shown=shown)
         log.info("upload: wrote %s (%d bytes) into corpus %s", rel, len(data), corpus)
         # Keep the conversion, so the indexing run below need not convert again.
-        ConversionCache(self.loaded.data_dir / "converted").put(sha, converted)
+        ConversionCache(self.loaded.data_dir / "converted", cache_key(ocr)).put(sha, converted)
         indexed = None
         if up.auto_index if index is None else index:
             try:
@@ -631,6 +640,9 @@ class Service:
             warnings=list(converted.warnings),
             indexed=indexed,
         )
+
+    def _ocr(self, language: str | None) -> OcrOptions:
+        return OcrOptions.from_settings(self.loaded.settings.ocr, language)
 
     def delete(self, corpus: str, doc_id: str, *, index: bool = True) -> DeleteOut:
         """Remove a document from the index (unless ``index`` is false: then the next

@@ -72,6 +72,8 @@ class ChunkRow:
     metadata: dict[str, Any]
     # False while the chunk waits for its vector (progressive indexing): keyword only.
     embedded: bool = True
+    heading_trail: tuple[str, ...] = ()
+    table_header: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

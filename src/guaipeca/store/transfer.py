@@ -49,6 +49,8 @@ def _span(row: Any) -> ChunkSpan:
         position=row.position,
         page_start=row.page_start,
         page_end=row.page_end,
+        heading_trail=tuple(row.heading_trail),
+        table_header=row.table_header,
     )
 
 

@@ -495,13 +495,13 @@ async def test_index_picks_up_new_changed_and_removed_files(
     (docs / "new.md").write_text("# New\n\nA brand new page about gardening.\n")
     (docs / "notes.md").write_text(NOTES + "\nAnd one more line.\n")
     (docs / "sub" / "deep.md").unlink()
-    (docs / "broken.md").write_bytes(b"\xff\xfe\x00\x80 not utf-8")
+    (docs / "broken.md").write_bytes(b"\x89\x00\x01 binary, not text \x00")
     out = data(await client.call_tool("index", {"corpus": "docs"}))
     (summary,) = out["corpora"]
     assert (summary["added"], summary["changed"], summary["removed"]) == (1, 1, 1)
     assert summary["unchanged"] == 1 and summary["documents"] == 3
     assert [f["file"] for f in summary["failed"]] == ["broken.md"]
-    assert "UTF" in summary["failed"][0]["reason"]
+    assert "binary" in summary["failed"][0]["reason"]
     assert str(docs) not in json.dumps(out)
     hits = service.index.search("gardening", mode="keyword")
     assert hits[0].doc_id == "new.md"

@@ -185,7 +185,7 @@ def test_the_document_view_shows_the_hit_in_place_and_the_toc(
     first = hits[0]
     assert first.find_element(By.CSS_SELECTOR, ".where").text == "docs / guide.md"
     snippet_words = first.find_element(By.CSS_SELECTOR, ".path").text
-    assert "Birds" in snippet_words
+    assert "Field guide › Birds › Herons" in snippet_words  # the full heading trail
     first.find_element(By.CSS_SELECTOR, "button.open").click()
     visible(browser, "#view-document")
     assert browser.find_element(By.ID, "doc-title").text == "guide.md"

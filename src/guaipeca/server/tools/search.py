@@ -103,7 +103,8 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
                 min_length=1,
                 max_length=2000,
                 description="Search only inside one section: a section_id (from a hit or "
-                "get_toc) or a heading path prefix such as 'Manual > Installation'.",
+                "get_toc) or a heading prefix such as 'Manual > Installation' (of a hit's "
+                "heading_path or its full heading_trail, e.g. 'Manual > Installation > Linux').",
             ),
         ] = None,
     ) -> SearchOut:
@@ -111,10 +112,11 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
 
         Use it first for any question about the user's documents, and again with other
         words, a filter or section_filter to dig deeper. Each hit has chunk_id, corpus,
-        doc_id, source_path (relative to its corpus folder), heading_path, section_id,
-        page_start/page_end, the character span start/end, score and its parts, a
-        snippet with the query terms marked, and the passage text. Follow up with
-        get_chunk, get_toc or get_document.
+        doc_id, source_path (relative to its corpus folder), heading_path, heading_trail
+        (every heading level), section_id, page_start/page_end, the character span
+        start/end, score and its parts, a snippet with the query terms marked (and their
+        offsets in 'highlights'), table_header for table rows, ocr for scanned text, and the
+        passage text. Follow up with get_chunk, get_toc or get_document.
         """
         chosen = resolve_mode(mode, hybrid, s.mode)
         hits = await gate.run(

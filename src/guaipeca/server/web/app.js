@@ -221,7 +221,8 @@
         el("span", { class: "where", text: hit.corpus + " / " + (hit.source_path || hit.doc_id) }),
         pages(hit) ? el("span", { class: "page", text: pages(hit) }) : null,
         el("span", { text: "chars " + hit.start + "–" + hit.end }),
-        el("span", { text: "score " + hit.score.toFixed(4) }));
+        el("span", { text: "score " + hit.score.toFixed(4) }),
+        hit.ocr ? el("span", { class: "ocr", title: "read with OCR from a scanned page or an image", text: "OCR" }) : null);
       list.append(el("li", { class: "hit" },
         el("div", { class: "path" }, el("span", { class: "rank", text: i + 1 + "." }), heading),
         source,

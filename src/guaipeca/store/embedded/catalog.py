@@ -44,13 +44,16 @@ class ChunkRecord:
     # Enrichment JSON (SPEC §8) and its (kind, term) pairs for find_related.
     enrichment: str | None = None
     terms: tuple[tuple[str, str], ...] = ()
+    heading_trail: tuple[str, ...] = ()
+    table_header: str | None = None
 
 
 _CHUNK_SELECT = """
     SELECT c.chunk_pk, d.doc_id, c.position, c.start, c."end", c.heading_path, c.section_id,
            c.page_start, c.page_end, c.slot, substr(d.text, c.start + 1, c."end" - c.start),
            d.source_path, d.metadata,
-           c.chunk_pk NOT IN (SELECT chunk_pk FROM pending_vectors)
+           c.chunk_pk NOT IN (SELECT chunk_pk FROM pending_vectors),
+           c.heading_trail, c.table_header
     FROM chunks c JOIN documents d ON d.doc_pk = c.doc_pk
 """
 # Chunks whose vector is written (not waiting in pending_vectors).
@@ -78,6 +81,8 @@ def _chunk_row(r: Sequence[Any]) -> ChunkRow:
         source_path=r[11],
         metadata=json.loads(r[12]),
         embedded=bool(r[13]),
+        heading_trail=tuple(json.loads(r[14])) if r[14] is not None else tuple(json.loads(r[5])),
+        table_header=r[15],
     )
 
 
@@ -626,8 +631,8 @@ class WriteTxn:
         for rec, slot in zip(chunks, slots, strict=True):
             cur = self._db.execute(
                 'INSERT INTO chunks(doc_pk, position, start, "end", heading_path, section_id, '
-                "page_start, page_end, slot, embed_sha256, enrichment) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                "page_start, page_end, slot, embed_sha256, enrichment, heading_trail, "
+                "table_header) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     doc_pk,
                     rec.position,
@@ -640,6 +645,8 @@ class WriteTxn:
                     slot,
                     rec.embed_sha256,
                     rec.enrichment,
+                    json.dumps(list(rec.heading_trail or rec.heading_path), ensure_ascii=False),
+                    rec.table_header,
                 ),
             )
             pk = int(cur.lastrowid or 0)

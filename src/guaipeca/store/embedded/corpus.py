@@ -893,6 +893,8 @@ def _record(chunk: ChunkSpan, embed_sha256: str) -> ChunkRecord:
         page_start=chunk.page_start,
         page_end=chunk.page_end,
         embed_sha256=embed_sha256,
+        heading_trail=chunk.heading_trail,
+        table_header=chunk.table_header,
     )
 
 

@@ -120,12 +120,23 @@ def m005_vector_identity() -> str:
         """
 
 
+def m006_heading_trail() -> str:
+    # Every heading level down to each chunk (JSON, like heading_path) and a table chunk's
+    # header row (SPEC §3.4b). Rows written before this are filled in by
+    # ``backfill_structure`` right after the migration, from the stored document text.
+    return """
+        ALTER TABLE chunks ADD COLUMN heading_trail TEXT;
+        ALTER TABLE chunks ADD COLUMN table_header TEXT;
+        """
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     m001_initial,
     m002_source_state,
     m003_enrichment,
     m004_pending_vectors,
     m005_vector_identity,
+    m006_heading_trail,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -150,4 +161,43 @@ def migrate(db: sqlite3.Connection) -> int:
             + "\nINSERT OR REPLACE INTO meta(key, value) VALUES "
             + f"('schema_version', '{number + 1}');\nCOMMIT;"
         )
+    if 0 < start < 6:  # before m006_heading_trail
+        backfill_structure(db)
     return start
+
+
+def backfill_structure(db: sqlite3.Connection) -> int:
+    """Fill in ``heading_trail`` and ``table_header`` of chunks stored without them, from
+    their documents' text (one transaction); returns the number of chunks filled in."""
+    import json
+
+    from guaipeca.chunk import structure_at
+
+    filled = 0
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        pending = db.execute(
+            "SELECT DISTINCT doc_pk FROM chunks WHERE heading_trail IS NULL"
+        ).fetchall()
+        for (doc_pk,) in pending:
+            (text,) = db.execute(
+                "SELECT text FROM documents WHERE doc_pk = ?", (doc_pk,)
+            ).fetchone()
+            rows = db.execute(
+                'SELECT chunk_pk, start, "end" FROM chunks WHERE doc_pk = ? ORDER BY position',
+                (doc_pk,),
+            ).fetchall()
+            found = structure_at(text, [(r[1], r[2]) for r in rows])
+            db.executemany(
+                "UPDATE chunks SET heading_trail = ?, table_header = ? WHERE chunk_pk = ?",
+                [
+                    (json.dumps(list(trail), ensure_ascii=False), header, r[0])
+                    for r, (trail, header) in zip(rows, found, strict=True)
+                ],
+            )
+            filled += len(rows)
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return filled

@@ -46,6 +46,8 @@ BUILTIN_FIELDS: Final[Mapping[str, str]] = MappingProxyType(
         "section_id": "c.section_id",
         # The heading path as stored: JSON text such as '["Guide", "Install"]'.
         "heading_path": "c.heading_path",
+        # Every heading level, JSON text too (chunks older than it have their path: m006).
+        "heading_trail": "c.heading_trail",
         "position": "c.position",
     }
 )

@@ -193,6 +193,7 @@ class QdrantCorpus:
             "extension": schema.KEYWORD,
             "section_id": schema.KEYWORD,
             "heading_path_json": schema.KEYWORD,
+            "heading_trail_json": schema.KEYWORD,
             "position": schema.INTEGER,
             "page_start": schema.INTEGER,
             "page_hi": schema.INTEGER,

@@ -39,6 +39,7 @@ PAYLOAD_FIELDS: Final[Mapping[str, str]] = {
     "modified": "modified",
     "section_id": "section_id",
     "heading_path": "heading_path_json",
+    "heading_trail": "heading_trail_json",
     "position": "position",
 }
 _NUMERIC = frozenset({"modified", "position"})

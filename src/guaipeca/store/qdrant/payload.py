@@ -64,6 +64,9 @@ def chunk_payload(base: Mapping[str, Any], chunk: Any, embed_sha256: str) -> dic
         "text": chunk.text,
         "heading_path": heading,
         "heading_path_json": json.dumps(heading, ensure_ascii=False),
+        "heading_trail": list(chunk.heading_trail or heading),
+        "heading_trail_json": json.dumps(list(chunk.heading_trail or heading), ensure_ascii=False),
+        "table_header": chunk.table_header,
         "section_id": chunk.section_id,
         "page_start": chunk.page_start,
         "page_end": chunk.page_end,
@@ -82,6 +85,8 @@ def chunk_span(row: ChunkRow) -> ChunkSpan:
         position=row.position,
         page_start=row.page_start,
         page_end=row.page_end,
+        heading_trail=tuple(row.heading_trail),
+        table_header=row.table_header,
     )
 
 
@@ -100,6 +105,9 @@ def chunk_row(pk: int, p: Mapping[str, Any]) -> ChunkRow:
         text=str(p["text"]),
         source_path=p.get("source_path"),
         metadata=dict(p.get("metadata") or {}),
+        # Points written before heading trails existed: the two-level path.
+        heading_trail=tuple(p.get("heading_trail") or p.get("heading_path") or ()),
+        table_header=p.get("table_header"),
     )
 
 

@@ -1,0 +1,222 @@
+"""OCR for scanned PDF pages and image files, with the system's Tesseract (pytesseract).
+
+The page is rendered by PyMuPDF at ``dpi`` and handed to the ``tesseract`` program
+(Debian: ``tesseract-ocr`` with ``tesseract-ocr-eng``, ``tesseract-ocr-por``, ...), which
+returns a PDF page with the recognised words as an invisible text layer at their places
+and sizes. That page goes through the PDF converter's usual layout pass (headings from
+sizes, paragraphs, running heads, page offsets), so a scan and its born-digital original
+give nearly the same Markdown. Image files (``.png``, ``.jpg``, ``.tif`` ...) are wrapped
+into a PDF with one page per frame and read the same way.
+
+Why the program and not PyMuPDF's built-in OCR: on the shared test PDFs, MuPDF's Tesseract
+dropped large title lines ("Titre" in word365_structure.pdf) that the same Tesseract version
+run as a program reads, and it needs the same language data anyway.
+
+``ocr.enabled: auto`` turns OCR on when the program and the language data are found, so a
+machine without Tesseract keeps the one-line "no text layer" note per file.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import io
+import logging
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from guaipeca.errors import ConversionError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    from guaipeca.config import OcrSettings
+
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "OcrOptions",
+    "image_to_pdf",
+    "installed_languages",
+    "ocr_page",
+    "tesseract_language",
+]
+
+log = logging.getLogger(__name__)
+
+#: Image file types read with OCR (lowercase, with the dot).
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".tif", ".tiff")
+
+# Snowball language names (the corpus ``language``) and ISO codes → Tesseract's codes.
+_TESSERACT_CODES = {
+    "arabic": "ara",
+    "basque": "eus",
+    "catalan": "cat",
+    "danish": "dan",
+    "dutch": "nld",
+    "english": "eng",
+    "finnish": "fin",
+    "french": "fra",
+    "german": "deu",
+    "greek": "ell",
+    "hungarian": "hun",
+    "indonesian": "ind",
+    "irish": "gle",
+    "italian": "ita",
+    "lithuanian": "lit",
+    "nepali": "nep",
+    "norwegian": "nor",
+    "portuguese": "por",
+    "romanian": "ron",
+    "russian": "rus",
+    "serbian": "srp",
+    "spanish": "spa",
+    "swedish": "swe",
+    "tamil": "tam",
+    "turkish": "tur",
+    "yiddish": "yid",
+}
+_ISO = {
+    "ar": "ara",
+    "ca": "cat",
+    "da": "dan",
+    "de": "deu",
+    "el": "ell",
+    "en": "eng",
+    "es": "spa",
+    "eu": "eus",
+    "fi": "fin",
+    "fr": "fra",
+    "ga": "gle",
+    "hu": "hun",
+    "id": "ind",
+    "it": "ita",
+    "lt": "lit",
+    "ne": "nep",
+    "nl": "nld",
+    "no": "nor",
+    "pt": "por",
+    "ro": "ron",
+    "ru": "rus",
+    "sr": "srp",
+    "sv": "swe",
+    "ta": "tam",
+    "tr": "tur",
+}
+
+
+def tesseract_language(language: str | None) -> str:
+    """Tesseract's code for a corpus language ("portuguese", "pt-BR", "por" → "por")."""
+    if not language:
+        return "eng"
+    key = language.strip().lower()
+    if key in _TESSERACT_CODES:
+        return _TESSERACT_CODES[key]
+    base = key.replace("_", "-").split("-", 1)[0]
+    if base in _ISO:
+        return _ISO[base]
+    return key if len(key) == 3 and key.isalpha() else "eng"
+
+
+@functools.cache
+def installed_languages() -> frozenset[str]:
+    """Tesseract's installed languages ("eng", "por", ...); empty when it is not installed."""
+    if shutil.which("tesseract") is None:
+        return frozenset()
+    try:
+        import pytesseract
+
+        return frozenset(pytesseract.get_languages(config="")) - {"osd"}
+    except (ImportError, OSError, RuntimeError, subprocess.SubprocessError):
+        log.debug("tesseract did not list its languages", exc_info=True)
+        return frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class OcrOptions:
+    """How to OCR: ``enabled`` ("auto" = when Tesseract's data is installed), the corpus
+    ``language`` (Snowball name or ISO code), ``max_pages`` per file and ``dpi``."""
+
+    enabled: bool | Literal["auto"] = "auto"
+    language: str | None = None
+    max_pages: int = 100
+    dpi: int = 300
+
+    @classmethod
+    def from_settings(cls, settings: OcrSettings, language: str | None) -> OcrOptions:
+        """The config file's ``ocr`` section, for a corpus in ``language``."""
+        return cls(settings.enabled, language, settings.max_pages, settings.dpi)
+
+    def __post_init__(self) -> None:
+        if self.max_pages < 0:
+            raise InvalidArgumentError(f"ocr max_pages must be 0 or more, got {self.max_pages}")
+        if not 72 <= self.dpi <= 1200:
+            raise InvalidArgumentError(f"ocr dpi must be between 72 and 1200, got {self.dpi}")
+
+    def engine(self) -> str | None:
+        """The Tesseract language code to read with when OCR is on and can run, else None.
+
+        A language without installed data falls back to English (logged once)."""
+        if self.enabled is False or self.max_pages == 0:
+            return None
+        languages = installed_languages()
+        code = tesseract_language(self.language)
+        if code in languages:
+            return code
+        if languages:
+            _warn_missing(code)
+        return "eng" if "eng" in languages else None
+
+
+@functools.cache
+def _warn_missing(code: str) -> None:
+    log.warning("no Tesseract data for %r is installed; OCR reads English instead", code)
+
+
+# A page Tesseract cannot read in this long is left unread (a warning names it).
+_PAGE_TIMEOUT_SECONDS = 300
+
+
+def ocr_page(page: Any, language: str, dpi: int) -> Any:
+    """A one-page PyMuPDF document whose text layer is Tesseract's reading of ``page``.
+
+    Raises:
+        RuntimeError, OSError: Tesseract failed or timed out on the page.
+    """
+    import pytesseract
+    from PIL import Image
+
+    fitz = importlib.import_module("pymupdf")
+    pix = page.get_pixmap(dpi=dpi, alpha=False)
+    image = Image.open(io.BytesIO(pix.tobytes("png")))
+    pdf = pytesseract.image_to_pdf_or_hocr(
+        image,
+        lang=language,
+        extension="pdf",
+        config=f"--dpi {dpi} -c textonly_pdf=1",  # the text layer alone: no image copy
+        timeout=_PAGE_TIMEOUT_SECONDS,
+    )
+    return fitz.open(stream=pdf, filetype="pdf")
+
+
+def image_to_pdf(data: bytes, extension: str) -> bytes:
+    """An image file as PDF bytes, one page per frame (multi-page TIFF), page size from the
+    image's resolution.
+
+    Raises:
+        ConversionError: not a readable image of that type.
+    """
+    fitz = importlib.import_module("pymupdf")
+    try:
+        img = fitz.open(stream=data, filetype=extension.lstrip(".").lower())
+    except Exception:
+        raise ConversionError(f"not a readable {extension.lstrip('.').upper()} image") from None
+    try:
+        if img.page_count < 1:
+            raise ConversionError("the image has no frames")
+        return bytes(img.convert_to_pdf())
+    except ConversionError:
+        raise
+    except Exception:
+        raise ConversionError(f"not a readable {extension.lstrip('.').upper()} image") from None
+    finally:
+        img.close()
