@@ -6,6 +6,31 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from guaipeca.types import Chunk, Hit
+
+
+def chunk_fields(c: Chunk | Hit, source_path: str | None) -> dict[str, Any]:
+    """The fields of :class:`ChunkOut` from a stored chunk or a hit (``source_path`` as
+    shown to clients: relative to its corpus folder)."""
+    return {
+        "chunk_id": c.chunk_id,
+        "corpus": c.corpus,
+        "doc_id": c.doc_id,
+        "source_path": source_path,
+        "heading_path": list(c.heading_path),
+        "heading_trail": list(c.heading_trail),
+        "section_id": c.section_id,
+        "table_header": c.table_header,
+        "ocr": c.ocr,
+        "page_start": c.page_start,
+        "page_end": c.page_end,
+        "start": c.start,
+        "end": c.end,
+        "position": c.position,
+        "text": c.text,
+        "metadata": c.metadata,
+    }
+
 
 class ScoresOut(BaseModel):
     """The parts of a hit's fused score."""

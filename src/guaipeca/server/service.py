@@ -51,6 +51,7 @@ from guaipeca.server.schema import (
     StatusOut,
     UploadLimits,
     UploadOut,
+    chunk_fields,
 )
 from guaipeca.types import Chunk, Hit, IndexStats
 
@@ -358,7 +359,7 @@ class Service:
                 progress=RoundLog(f"index {conf.name}", "files", log.info, of_total=True),
                 wait=False,  # searchable by keyword now; embedded in the background
                 limits=FileLimits(**self.settings.limits.model_dump()),
-                ocr=self._ocr(conf.language),
+                ocr=OcrOptions.from_settings(self.settings.ocr, conf.language),
             )
             self.index.set_corpus_weight(conf.name, conf.weight)
         finally:
@@ -404,24 +405,7 @@ class Service:
 
     # -- reading -----------------------------------------------------------------------
     def _chunk_fields(self, c: Chunk | Hit) -> dict[str, Any]:
-        return {
-            "chunk_id": c.chunk_id,
-            "corpus": c.corpus,
-            "doc_id": c.doc_id,
-            "source_path": self.relative_path(c.corpus, c.source_path),
-            "heading_path": list(c.heading_path),
-            "heading_trail": list(c.heading_trail),
-            "section_id": c.section_id,
-            "table_header": c.table_header,
-            "ocr": c.ocr,
-            "page_start": c.page_start,
-            "page_end": c.page_end,
-            "start": c.start,
-            "end": c.end,
-            "position": c.position,
-            "text": c.text,
-            "metadata": c.metadata,
-        }
+        return chunk_fields(c, self.relative_path(c.corpus, c.source_path))
 
     def chunk_out(self, chunk: Chunk) -> ChunkOut:
         return ChunkOut(**self._chunk_fields(chunk))
@@ -575,7 +559,7 @@ class Service:
                 size, the file exists (without ``overwrite``), or it does not convert.
         """
         conf = self.writable_corpus(corpus)
-        up = self.settings.upload
+        up, ocr = self.settings.upload, OcrOptions.from_settings(self.settings.ocr, conf.language)
         name = check_name(filename)
         parts = check_subfolder(subfolder) if subfolder is not None else ()
         rel = PurePosixPath(*parts, name).as_posix()
@@ -608,10 +592,6 @@ class Service:
             if target.is_symlink() or not target.is_file():
                 raise InvalidArgumentError(f"{shown} exists and is not a regular file")
         try:
-            language = next(
-                (c.language for c in self.loaded.settings.corpora if c.name == corpus), None
-            )
-            ocr = self._ocr(language)
             converted = convert_bytes(data, ext, name=name, max_bytes=up.max_file_size, ocr=ocr)
         except ConversionError as exc:
             raise InvalidArgumentError(
@@ -640,9 +620,6 @@ class Service:
             warnings=list(converted.warnings),
             indexed=indexed,
         )
-
-    def _ocr(self, language: str | None) -> OcrOptions:
-        return OcrOptions.from_settings(self.loaded.settings.ocr, language)
 
     def delete(self, corpus: str, doc_id: str, *, index: bool = True) -> DeleteOut:
         """Remove a document from the index (unless ``index`` is false: then the next
