@@ -42,7 +42,6 @@ NOT_YET_SPLIT = {
     "guaipeca.convert.pdf",
     "guaipeca.store.embedded.corpus",
     "guaipeca.index.facade",
-    "guaipeca.server.service",
     "guaipeca.store.embedded.catalog",
 }
 
