@@ -241,6 +241,22 @@ def test_the_version_is_read_from_the_installed_metadata_only() -> None:
     assert written == ["guaipeca"]
 
 
+# Test folders that are not about one package: whole-system checks and shared helpers.
+_CROSS_CUTTING = {"reliability", "deploy", "support", "data"}
+
+
+def test_the_tests_mirror_the_source_folder_for_folder() -> None:
+    tests = Path(__file__).resolve().parent
+    strays = []
+    for path in sorted(tests.rglob("test_*.py")):
+        rel = path.parent.relative_to(tests)
+        if rel.parts and rel.parts[0] in _CROSS_CUTTING:
+            continue
+        if not (SRC / rel).is_dir():
+            strays.append(str(path.relative_to(tests)))
+    assert strays == [], f"test modules in folders with no package of the same path: {strays}"
+
+
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
     return grimp.build_graph("guaipeca", cache_dir=None)

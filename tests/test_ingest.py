@@ -46,6 +46,7 @@ def shared_index(tmp_path_factory: pytest.TempPathFactory) -> Index:
     return index
 
 
+@pytest.mark.slow
 def test_every_shared_document_converts_and_chunks_exactly(shared_index: Index) -> None:
     names = {d.doc_id for d in shared_index.list_documents(corpus="docs", limit=100)}
     assert names == {p.name for p in _docs().iterdir()}
@@ -243,6 +244,7 @@ def test_incremental_runs_embed_only_what_changed(tmp_path: Path) -> None:
     assert forced.added == 3 and forced.chunks_embedded == len(embedder.passages) > 0
 
 
+@pytest.mark.slow
 def test_parallel_conversion_gives_the_same_index_as_serial(tmp_path: Path) -> None:
     folder = tmp_path / "mixed"
     folder.mkdir()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import anyio
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -38,6 +39,8 @@ from support.reliability import (
     start_server,
     wait_for_line,
 )
+
+pytestmark = pytest.mark.slow  # crash loops: real processes killed again and again
 
 DRIVER = Path(__file__).with_name("driver_library.py")
 

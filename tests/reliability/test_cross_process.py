@@ -14,6 +14,7 @@ from pathlib import Path
 
 import anyio
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -29,6 +30,8 @@ from support.reliability import (
     scaled,
     start_server,
 )
+
+pytestmark = pytest.mark.slow  # cross-process: several real processes on one index
 
 
 def _agent(port: int, folder: Path, uploads: int, acked: dict[str, str], errors: list[str]) -> None:

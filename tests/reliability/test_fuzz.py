@@ -27,6 +27,8 @@ from guaipeca.store import parse_where_json
 from support.http import LiveServer
 from support.reliability import make_service, report, scaled
 
+pytestmark = pytest.mark.slow  # fuzz: many generated inputs per target
+
 EXAMPLES = scaled(100, 3000)
 FUZZ = settings(
     max_examples=EXAMPLES,

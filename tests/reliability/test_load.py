@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -30,6 +31,8 @@ from support.reliability import (
     scaled,
     start_server,
 )
+
+pytestmark = pytest.mark.slow  # load: a real server under concurrent clients
 
 CLIENTS = 32
 WORDS = ["river stone", "glacier ember", "quartz beacon harbor", "meadow copper", "signal canyon"]

@@ -18,11 +18,14 @@ from pathlib import Path
 import anyio
 import httpx2
 import psutil
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from support import free_port
 from support.reliability import drain, report, scaled, wait_for_line
+
+pytestmark = pytest.mark.slow  # memory: a real server indexing thousands of chunks under a limit
 
 DRIVER = Path(__file__).with_name("driver_server.py")
 LIMIT = 1 << 30  # 1 GiB of address space

@@ -30,6 +30,8 @@ from selenium.webdriver.remote.webelement import WebElement  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
+pytestmark = pytest.mark.slow  # browser: headless Chromium against a real server
+
 SHOTS = REPO / "docs" / "screenshots"
 _TMP_SHOTS = Path(tempfile.mkdtemp(prefix="guaipeca-screenshots-"))
 DOWNLOADS = Path(tempfile.mkdtemp(prefix="guaipeca-downloads-"))

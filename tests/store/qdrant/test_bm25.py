@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -37,6 +38,7 @@ def test_term_ids_are_stable_32_bit_numbers() -> None:
     assert 0 <= term_index("ação") < 2**32
 
 
+@pytest.mark.slow
 def test_many_small_writes_then_compact_agree_with_tantivy(tmp_path: Path) -> None:
     indexes = [open_index(b, tmp_path) for b in ("embedded", "qdrant")]
     for i in range(40):

@@ -36,6 +36,7 @@ def test_a_server_that_is_down_gives_one_clear_error() -> None:
     index.close()
 
 
+@pytest.mark.slow
 def test_the_cli_reports_a_down_server_in_one_line(tmp_path: Path) -> None:
     config = tmp_path / "guaipeca.yaml"
     (tmp_path / "docs").mkdir()

@@ -150,6 +150,7 @@ wheres = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(where=wheres)
 def test_random_filters_select_the_same_chunks(
@@ -193,6 +194,7 @@ def test_filters_of_every_operator_select_something_somewhere(both: dict[str, In
         assert _selected(both["qdrant"], where) == _selected(both["embedded"], where), where
 
 
+@pytest.mark.slow
 def test_every_field_operator_and_kind_of_operand(both: dict[str, Index]) -> None:
     """Exhaustive single conditions: every field x operator x kind of value."""
     operands: tuple[Any, ...] = (1, 2.5, "a", "", True, None)

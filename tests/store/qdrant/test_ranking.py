@@ -14,9 +14,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from guaipeca import Hit, NewDocument
 from support import MemoEmbedder, beir_queries
 from support.qdrant import open_index
+
+pytestmark = pytest.mark.slow  # Qdrant ranking: a SciFact sample indexed in both backends
 
 REL = 1e-5
 
