@@ -30,8 +30,6 @@ FUNCTION_EXEMPTIONS: dict[str, str] = {}
 NOT_YET_SPLIT = {
     "guaipeca.convert.pdf._convert_document",
     "guaipeca.convert.pdf._block_units",
-    "guaipeca.embed._int8._rewrite",
-    "guaipeca.enrich.local.extract_entities",
     "guaipeca.index.facade.Index.search",
     "guaipeca.server.http._routes",
     "guaipeca.server.tools.search.register_search",

@@ -351,6 +351,18 @@ def _rewrite(
 
     if not replaced:
         return None
+    out_graph = _graph_out(graph, dropped_nodes, replaced, removed_names, new_inits)
+    return _model_out(top, out_graph)
+
+
+def _graph_out(
+    graph: list[Field],
+    dropped_nodes: set[int],
+    replaced: dict[int, list[bytes]],
+    removed_names: set[str],
+    new_inits: list[bytes],
+) -> list[Field]:
+    """The graph's fields with the matched nodes replaced and what they alone used removed."""
     out_graph: list[Field] = []
     node_index = 0
     for number, wire, value in graph:
@@ -370,7 +382,11 @@ def _rewrite(
                 continue
         out_graph.append((number, wire, value))
     out_graph += [(_GRAPH_INITIALIZER, _BYTES, raw) for raw in new_inits]
+    return out_graph
 
+
+def _model_out(top: list[Field], out_graph: list[Field]) -> bytes:
+    """The model with its new graph, declaring the com.microsoft opset the new nodes need."""
     out_model: list[Field] = []
     has_ms = False
     for number, wire, value in top:

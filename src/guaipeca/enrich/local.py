@@ -347,20 +347,37 @@ def _is_acronym(token: str) -> bool:
 
 def extract_entities(text: str, language: str = "english", limit: int = MAX_ENTITIES) -> list[str]:
     """Names in the chunk (acronyms and capitalised multi-word spans), most frequent first."""
-    stop = _entity_stop(language)
-    found: Counter[str] = Counter()
-    first_seen: dict[str, int] = {}
-    mid_capitalised: set[str] = set()
-    singles_at_start: list[str] = []
-
-    def add(name: str) -> None:
-        found[name] += 1
-        first_seen.setdefault(name, len(first_seen))
-
+    scan = _EntityScan(_entity_stop(language))
     for line in text.split("\n"):
         stripped = line.strip()
-        if not stripped or stripped.startswith(("```", "~~~")):
-            continue
+        if stripped and not stripped.startswith(("```", "~~~")):
+            scan.line(stripped)
+    return scan.ranked(limit)
+
+
+class _EntityScan:
+    """The names found so far in one chunk, line by line."""
+
+    def __init__(self, stop: frozenset[str] | set[str]) -> None:
+        self.stop = stop
+        self.found: Counter[str] = Counter()
+        self.first_seen: dict[str, int] = {}
+        self.mid_capitalised: set[str] = set()
+        self.singles_at_start: list[str] = []
+
+    def add(self, name: str) -> None:
+        self.found[name] += 1
+        self.first_seen.setdefault(name, len(self.first_seen))
+
+    def ranked(self, limit: int) -> list[str]:
+        for name in self.singles_at_start:
+            if name in self.mid_capitalised:
+                self.add(name)
+        ranked = sorted(self.found, key=lambda n: (-self.found[n], self.first_seen[n]))
+        return ranked[:limit]
+
+    def line(self, stripped: str) -> None:
+        stop = self.stop
         heading = stripped.startswith("#")
         tokens = _TOKEN.findall(stripped.lstrip("#>-*+ "))
         # Title-case lines (headings, slide titles) capitalise everything: acronyms only.
@@ -371,42 +388,11 @@ def extract_entities(text: str, language: str = "english", limit: int = MAX_ENTI
         at_start = True
         span: list[str] = []
         span_starts_sentence = False
-
-        def close(starts_sentence: bool) -> None:
-            nonlocal span
-            while span and span[-1] in _CONNECTORS:
-                span.pop()
-            if starts_sentence and len(span) > 2 and span[1] in _CONNECTORS:
-                # "Analysis of the PBMC": the first word is capitalised only by position.
-                span = span[1:]
-                while span and span[0] in _CONNECTORS:
-                    span.pop(0)
-            while (
-                starts_sentence and span and span[0].casefold() in stop and not _is_acronym(span[0])
-            ):
-                span.pop(0)
-                starts_sentence = False  # "Na Bahia": what follows is capitalised on purpose
-            span = [_PLURAL_ACRONYM.sub(r"\1", w) for w in span]
-            if len(span) == 1 and span[0].casefold() in _NOT_NAMES:
-                span = []
-            if span:
-                name = " ".join(span)
-                if len(span) == 1:
-                    if _is_acronym(span[0]):
-                        add(name)
-                    elif starts_sentence:
-                        singles_at_start.append(name)
-                    elif len(name) > 2 and name.casefold() not in stop | _FILLER:
-                        mid_capitalised.add(name)
-                        add(name)
-                elif len(span) <= _MAX_ENTITY_WORDS:
-                    add(name)
-            span = []
-
         for tok in tokens:
             if not tok[:1].isalnum():  # punctuation ends a name
                 if span:
-                    close(span_starts_sentence)
+                    self.close(span, span_starts_sentence)
+                    span = []
                 at_start = tok in _SENTENCE_END
                 continue
             possessive = tok.endswith(("'s", "’s"))
@@ -414,10 +400,11 @@ def extract_entities(text: str, language: str = "english", limit: int = MAX_ENTI
                 tok = tok[:-2]
             if title_case:
                 if _is_acronym(tok) and tok.casefold() not in stop:
-                    add(tok)
+                    self.add(tok)
             elif tok.casefold() in _LABELS and tok.isupper():
                 # "RESULTS We found…": a section label, then a new sentence.
-                close(span_starts_sentence)
+                self.close(span, span_starts_sentence)
+                span = []
                 at_start = True
                 continue
             elif (_is_acronym(tok) and tok.casefold() not in stop) or (
@@ -427,18 +414,46 @@ def extract_entities(text: str, language: str = "english", limit: int = MAX_ENTI
                     span_starts_sentence = at_start
                 span.append(tok)
                 if possessive:  # "Cole's LMS method": the name ends at the 's
-                    close(span_starts_sentence)
+                    self.close(span, span_starts_sentence)
+                    span = []
             elif span and tok in _CONNECTORS:
                 span.append(tok)
             elif span:
-                close(span_starts_sentence)
+                self.close(span, span_starts_sentence)
+                span = []
             at_start = False
-        close(span_starts_sentence)
-    for name in singles_at_start:
-        if name in mid_capitalised:
-            add(name)
-    ranked = sorted(found, key=lambda n: (-found[n], first_seen[n]))
-    return ranked[:limit]
+        self.close(span, span_starts_sentence)
+
+    def close(self, span: list[str], starts_sentence: bool) -> None:
+        """A finished run of capitalised words: trimmed, then counted as a name (or not)."""
+        stop = self.stop
+        span = list(span)
+        while span and span[-1] in _CONNECTORS:
+            span.pop()
+        if starts_sentence and len(span) > 2 and span[1] in _CONNECTORS:
+            # "Analysis of the PBMC": the first word is capitalised only by position.
+            span = span[1:]
+            while span and span[0] in _CONNECTORS:
+                span.pop(0)
+        while starts_sentence and span and span[0].casefold() in stop and not _is_acronym(span[0]):
+            span.pop(0)
+            starts_sentence = False  # "Na Bahia": what follows is capitalised on purpose
+        span = [_PLURAL_ACRONYM.sub(r"\1", w) for w in span]
+        if len(span) == 1 and span[0].casefold() in _NOT_NAMES:
+            span = []
+        if not span:
+            return
+        name = " ".join(span)
+        if len(span) == 1:
+            if _is_acronym(span[0]):
+                self.add(name)
+            elif starts_sentence:
+                self.singles_at_start.append(name)
+            elif len(name) > 2 and name.casefold() not in stop | _FILLER:
+                self.mid_capitalised.add(name)
+                self.add(name)
+        elif len(span) <= _MAX_ENTITY_WORDS:
+            self.add(name)
 
 
 # -- dates --------------------------------------------------------------------------------
