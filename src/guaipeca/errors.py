@@ -83,3 +83,7 @@ class KeyProblems(GuaipecaError, ValueError):
 def dotted_key(loc: tuple[object, ...]) -> str:
     """A settings key path as written in messages: ``corpora.2.name`` (``<root>`` if empty)."""
     return ".".join(str(p) for p in loc) or "<root>"
+
+
+class RerankError(GuaipecaError):
+    """An HTTP reranker failed or answered nonsense; searches fall back to the fused order."""

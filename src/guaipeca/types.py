@@ -12,6 +12,11 @@ SearchMode = Literal["hybrid", "dense", "keyword"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "dense", "keyword")
 ReturnMode = Literal["chunks", "documents", "auto"]
 RETURN_MODES: tuple[ReturnMode, ...] = ("chunks", "documents", "auto")
+Fusion = Literal["zscore", "rrf"]
+FUSIONS: tuple[Fusion, ...] = ("zscore", "rrf")
+#: Request shapes of HTTP rerankers (search/rerank_http.py); auto: detected on first call.
+RerankApi = Literal["auto", "cohere", "jina", "tei", "vllm", "infinity"]
+RERANK_APIS: tuple[RerankApi, ...] = ("auto", "cohere", "jina", "tei", "vllm", "infinity")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +107,9 @@ class Hit:
     highlights: tuple[tuple[int, int], ...] = ()
     # The chunk's text was read with OCR (from a scanned page or an image).
     ocr: bool = False
+    #: Set when the HTTP reranker failed for this search: why, in one line. The hits then
+    #: keep the fused order (and fused scores).
+    rerank_error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view (tuples become lists)."""
@@ -133,6 +141,7 @@ class Hit:
             "text": self.text,
             "metadata": self.metadata,
             "embedded": self.embedded,
+            "rerank_error": self.rerank_error,
         }
 
 

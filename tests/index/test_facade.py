@@ -19,6 +19,7 @@ from guaipeca import (
     NewDocument,
     NotFoundError,
 )
+from guaipeca.config import EngineSettings
 from guaipeca.embed import HashingEmbedder
 from support import CountingEmbedder, MemoEmbedder, beir_queries
 
@@ -335,6 +336,37 @@ def test_languages_are_given_by_iso_code_or_name(tmp_path: Path) -> None:
             index.create_corpus("x", language="klingon")
     with pytest.raises(ConfigError, match="pt-BR"):
         Index(embedder=HashingEmbedder(32), language="xx")
+
+
+LEIS = {
+    "a": "As ações da empresa pagam imposto sobre a informação fiscal.",
+    "b": "O imposto de renda das pessoas físicas vence em abril.",
+    "c": "A empresa publicou a informação para os acionistas.",
+    "d": "Regras de contabilidade para ações preferenciais e ordinárias.",
+}
+
+
+def test_hybrid_ignores_the_dense_list_on_a_language_the_model_does_not_know() -> None:
+    english_only = EngineSettings(embedding={"languages": ["en"]})
+    with Index(embedder=HashingEmbedder(64), settings=english_only, language="pt") as index:
+        index.add_documents(LEIS)
+        index.create_corpus("en", language="en")
+        index.add_documents({"en": "Company shares pay tax on information."}, corpus="en")
+        for query in ("imposto da empresa", "informação", "ações ordinárias", "renda abril"):
+            hybrid = index.search(query, corpora=["default"])
+            keyword = index.search(query, mode="keyword", corpora=["default"])
+            assert [h.chunk_id for h in hybrid] == [h.chunk_id for h in keyword]
+        # only stopwords: BM25 finds nothing, and the dense list is not used either
+        assert index.search("de para com", corpora=["default"]) == []
+        # the English corpus in the same index is still fused with its dense list
+        assert index.search("de para com", corpora=["en"]) != []
+    # a model of unknown languages (this one) is trusted on any corpus
+    with Index(embedder=HashingEmbedder(64), language="pt") as index:
+        index.add_documents(LEIS)
+        assert index.search("de para com") != []
+        with pytest.raises(InvalidArgumentError, match="fusion must be one of"):
+            index.search("imposto", fusion="sum")
+        assert index.search("imposto renda", fusion="zscore")[0].doc_id == "b"
 
 
 def test_reopening_with_another_model_is_refused_densely(tmp_path: Path) -> None:

@@ -1,12 +1,14 @@
-"""Weighted RRF against a hand-computed reference."""
+"""Fusion functions against hand-computed references."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from guaipeca.search.fusion import weighted_rrf
+from guaipeca.search.fusion import dense_weight_for, weighted_rrf, zscore_fusion
 
 
 def test_weighted_rrf_matches_the_formula() -> None:
@@ -36,3 +38,60 @@ def test_fusion_of_one_list_with_itself_keeps_its_order(a: list[int], b: list[in
     assert {i for i, _ in fused} == set(a) | set(b)
     scores = [s for _, s in fused]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_zscore_fusion_matches_the_formula() -> None:
+    dense = [(1, 0.9), (2, 0.5), (3, 0.1)]  # mean 0.5, std sqrt(0.32/3)
+    keyword = [(3, 12.0), (4, 6.0)]  # mean 9, std 3
+    sd = math.sqrt(0.32 / 3)
+    z_dense = {1: 0.4 / sd, 2: 0.0, 3: -0.4 / sd}
+    z_kw = {3: 1.0, 4: -1.0}
+    fused = dict(zscore_fusion([(dense, 1.0), (keyword, 1.5)]))
+
+    def logistic(z: float) -> float:
+        return 1 / (1 + math.exp(-z))
+
+    for i in (1, 2, 3, 4):
+        z = (1.0 * z_dense.get(i, -0.4 / sd) + 1.5 * z_kw.get(i, -1.0)) / 2.5
+        assert fused[i] == pytest.approx(logistic(z))
+    assert all(0 < v < 1 for v in fused.values())
+
+
+def test_zscore_fusion_ignores_zero_weight_and_empty_lists_and_orders_ties_by_id() -> None:
+    keyword = [(7, 3.0), (5, 2.0), (9, 2.0)]
+    assert [i for i, _ in zscore_fusion([([(1, 0.9)], 0.0), (keyword, 1.0)])] == [7, 5, 9]
+    assert [i for i, _ in zscore_fusion([([], 1.0), (keyword, 1.0)])] == [7, 5, 9]
+    assert zscore_fusion([([(2, 1.0), (1, 1.0)], 1.0)]) == [(1, 0.5), (2, 0.5)]  # std 0
+    assert zscore_fusion([]) == []
+    with pytest.raises(ValueError):
+        zscore_fusion([(keyword, -1.0)])
+
+
+# Scores on a 1/64 grid: two scores a few ulps apart may tie once normalised, as they may
+# in any score normalisation; real scores (cosines, BM25) are never that close and distinct.
+SCORE = st.integers(-320, 3200).map(lambda n: n / 64)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 40), SCORE), unique_by=lambda t: t[0]),
+    st.lists(st.tuples(st.integers(0, 40), SCORE), unique_by=lambda t: t[0]),
+)
+def test_zscore_fusion_of_one_list_keeps_its_order_and_covers_every_id(
+    a: list[tuple[int, float]], b: list[tuple[int, float]]
+) -> None:
+    ranked = sorted(a, key=lambda t: (-t[1], t[0]))
+    fused = zscore_fusion([(ranked, 2.0)])
+    # equal scores tie and go by id; otherwise the list's own order
+    assert [i for i, _ in fused] == [i for i, _ in ranked]
+    both = zscore_fusion([(a, 1.0), (b, 1.5)])
+    assert {i for i, _ in both} == {i for i, _ in a} | {i for i, _ in b}
+    scores = [s for _, s in both]
+    assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
+
+
+def test_the_dense_weight_is_zero_only_for_a_language_the_model_does_not_know() -> None:
+    english = frozenset({"en"})
+    assert dense_weight_for(1.0, english, "pt") == 0.0
+    assert dense_weight_for(1.0, english, "en") == 1.0
+    assert dense_weight_for(1.0, None, "pt") == 1.0  # multilingual or unknown model
+    assert dense_weight_for(0.7, english, None) == 0.7  # unknown corpus language

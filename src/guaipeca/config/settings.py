@@ -34,7 +34,8 @@ from pydantic import (
 
 from guaipeca.config.messages import format_problems, value_kind
 from guaipeca.errors import ConfigError, KeyProblems
-from guaipeca.text.languages import language_name
+from guaipeca.text.languages import iso_code, language_name
+from guaipeca.types import Fusion, RerankApi
 
 __all__ = [
     "ENV_OVERRIDES",
@@ -97,6 +98,7 @@ ENV_OVERRIDES: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
         "GUAIPECA_PORT": ("server", "port"),
         "GUAIPECA_QDRANT_API_KEY": ("storage", "qdrant", "api_key"),
         "GUAIPECA_ENRICH_API_KEY": ("enrich", "api_key"),
+        "GUAIPECA_RERANK_API_KEY": ("rerank", "api_key"),
         "GUAIPECA_DATA_DIR": ("storage", "data_dir"),
     }
 )
@@ -271,6 +273,17 @@ class EmbeddingSettings(_Frozen):
     cache_ttl_seconds: float = Field(
         3600.0, gt=0, description="seconds a cached query embedding stays valid"
     )
+    languages: list[str] | None = Field(
+        None,
+        description="ISO codes of the languages the model knows, e.g. [en] (null: the model's own)",
+    )
+
+    @field_validator("languages")
+    @classmethod
+    def _languages(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        return sorted({iso_code(language_name(v)) or v for v in value})
 
 
 class SearchSettings(_Frozen):
@@ -281,7 +294,10 @@ class SearchSettings(_Frozen):
     candidates: int = Field(
         100, ge=1, le=10_000, description="depth of each retriever's list before fusion"
     )
-    rrf_k: float = Field(10.0, gt=0, description="Reciprocal Rank Fusion constant")
+    fusion: Fusion = Field(
+        "rrf", description="hybrid fusion: rrf (ranks) or zscore (z-scored scores, weighted mean)"
+    )
+    rrf_k: float = Field(10.0, gt=0, description="Reciprocal Rank Fusion constant (fusion: rrf)")
     dense_weight: float = Field(1.0, ge=0, description="weight of the dense list in fusion")
     bm25_weight: float = Field(1.5, ge=0, description="weight of the keyword list in fusion")
     # auto by measurement: at 100k chunks the exact scan alone costs ~9 ms of a hybrid
@@ -314,6 +330,38 @@ class SearchSettings(_Frozen):
     top_k_before: int = Field(50, ge=1, le=10_000, description="candidates handed to the reranker")
 
 
+class RerankSettings(_Frozen):
+    provider: Literal["lexical", "http"] = Field(
+        "lexical",
+        description="lexical (query-term coverage, proximity) or http (a /rerank endpoint)",
+    )
+    url: str | None = Field(
+        None, description="http: the endpoint, e.g. http://localhost:8080/rerank"
+    )
+    api: RerankApi = Field(
+        "auto", description="http: request shape, cohere|jina|tei|vllm|infinity (auto: detected)"
+    )
+    model: str | None = Field(None, min_length=1, description="http: model name sent, if any")
+    api_key: SecretStr | None = Field(
+        None, description="http: the endpoint's API key; set GUAIPECA_RERANK_API_KEY instead"
+    )
+    timeout_seconds: float = Field(
+        3.0, gt=0, le=600, description="http: seconds per call, below server.search_timeout_seconds"
+    )
+    score_threshold: float | None = Field(
+        None, description="http: drop reranked candidates scoring below this (null: keep all)"
+    )
+
+    _url = field_validator("url")(_check_url)
+    _api_key = field_validator("api_key")(_non_empty_secret)
+
+    @model_validator(mode="after")
+    def _url_for_http(self) -> RerankSettings:
+        if self.provider == "http" and self.url is None:
+            raise KeyProblems([(("url",), "required when rerank.provider is http")])
+        return self
+
+
 class EngineSettings(_Frozen):
     language: str = Field(
         "english", description="stemming and stopwords: an ISO code (pt, pt-BR) or a Snowball name"
@@ -321,6 +369,7 @@ class EngineSettings(_Frozen):
     chunking: ChunkingSettings = ChunkingSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
     search: SearchSettings = SearchSettings()
+    rerank: RerankSettings = RerankSettings()
     # Defined further down; a factory so the forward reference resolves on first use.
     enrich: EnrichSettings = Field(default_factory=lambda: EnrichSettings())
 
@@ -595,6 +644,9 @@ class Settings(_Frozen):
     search: SearchSettings = Field(
         default_factory=SearchSettings, description="ranking defaults (callers may override)"
     )
+    rerank: RerankSettings = Field(
+        default_factory=RerankSettings, description="the reranker search.rerank turns on"
+    )
     server: ServerSettings = Field(
         default_factory=ServerSettings, description="the MCP / HTTP server"
     )
@@ -616,8 +668,8 @@ class Settings(_Frozen):
     )
 
     @field_validator(
-        "corpora", "embedding", "chunking", "search", "server", "upload", "storage", "enrich",
-        "limits", "ocr", mode="before",
+        "corpora", "embedding", "chunking", "search", "rerank", "server", "upload", "storage",
+        "enrich", "limits", "ocr", mode="before",
     )  # fmt: skip
     @classmethod
     def _empty_section(cls, value: object, info: ValidationInfo) -> object:
@@ -652,6 +704,14 @@ class Settings(_Frozen):
                         f"{name[:70]!r} is not a configured corpus (corpora: {known})",
                     )
                 )
+        if self.rerank.timeout_seconds >= self.server.search_timeout_seconds:
+            problems.append(
+                (
+                    ("rerank", "timeout_seconds"),
+                    f"{self.rerank.timeout_seconds:g} s must be below "
+                    f"server.search_timeout_seconds ({self.server.search_timeout_seconds:g} s)",
+                )
+            )
         if problems:
             raise KeyProblems(problems)
         return self
@@ -664,6 +724,7 @@ class Settings(_Frozen):
             chunking=self.chunking,
             embedding=self.embedding,
             search=self.search,
+            rerank=self.rerank,
             enrich=self.enrich,
         )
 
@@ -679,6 +740,7 @@ _MODELS: Final[Mapping[str, type[BaseModel]]] = MappingProxyType(
             ChunkingSettings,
             EmbeddingSettings,
             SearchSettings,
+            RerankSettings,
             ServerSettings,
             UploadSettings,
             StorageSettings,

@@ -28,6 +28,7 @@ from guaipeca.embed import (
     default_embedder,
     identity_of,
 )
+from guaipeca.embed.languages import model_languages
 from guaipeca.errors import (
     BackendUnavailableError,
     ConfigError,
@@ -37,7 +38,7 @@ from guaipeca.errors import (
     ModelError,
     NotFoundError,
 )
-from guaipeca.index import results
+from guaipeca.index import ranking, results
 from guaipeca.index.background import BackgroundEmbedder
 from guaipeca.index.heap import trim_c_heap
 from guaipeca.index.results import Scored
@@ -47,13 +48,14 @@ from guaipeca.index.write import (
     as_new_documents,
     check_metadata,
 )
-from guaipeca.search.fusion import weighted_rrf
+from guaipeca.search.rerank_http import HttpReranker
 from guaipeca.store import ChunkRow, normalise_where, validate_where
 from guaipeca.store.contract import Backend, CorpusStore, valid_corpus_name
 from guaipeca.store.embedded.corpus import Corpus
 from guaipeca.store.embedded.reembed import ReembedReport, reembed_corpus
 from guaipeca.text.languages import language_name
 from guaipeca.types import (
+    FUSIONS,
     RETURN_MODES,
     SEARCH_MODES,
     AddReport,
@@ -130,6 +132,7 @@ class Index:
         # damaged file): the error is raised when one is used, and drop_corpus clears it.
         self._broken: dict[str, GuaipecaError] = {}
         self._lock = threading.Lock()
+        self._reranker: HttpReranker | None = None  # made on first use (rerank.provider: http)
         # One embedding phase at a time per index: an input is never embedded twice.
         self._embed_lock = threading.Lock()
         self._background: BackgroundEmbedder | None = None
@@ -465,6 +468,7 @@ class Index:
         rrf_k: float | None = None,
         dense_weight: float | None = None,
         bm25_weight: float | None = None,
+        fusion: str | None = None,
         return_mode: ReturnMode = "chunks",
         section_mode: bool = False,
         section_filter: str | None = None,
@@ -473,6 +477,12 @@ class Index:
         toc_rerank: bool | None = None,
     ) -> list[Hit]:
         """Search the corpora; returns up to ``top_k`` hits, best first.
+
+        A hybrid search fuses each corpus's dense and keyword lists by ``fusion`` (default
+        ``search.fusion``: ``rrf``, weighted Reciprocal Rank Fusion, or ``zscore``, the
+        weighted mean of z-scored scores) with ``dense_weight`` and ``bm25_weight``; the dense
+        list weighs nothing on a corpus whose language the model does not know
+        (``embedding.languages``).
 
         ``rerank`` (default ``search.rerank``, which applies to hybrid searches) re-orders the
         best ``top_k_before`` candidates (default ``search.top_k_before``) by query-term
@@ -499,7 +509,12 @@ class Index:
         k = s.rrf_k if rrf_k is None else rrf_k
         w_dense = s.dense_weight if dense_weight is None else dense_weight
         w_bm25 = s.bm25_weight if bm25_weight is None else bm25_weight
+        fusion = s.fusion if fusion is None else fusion
         _check_query(query, top_k, mode, depth, k)
+        if fusion not in FUSIONS:
+            raise InvalidArgumentError(
+                f"fusion must be one of {', '.join(FUSIONS)}, not {fusion!r:.30}"
+            )
         if return_mode not in RETURN_MODES:
             raise InvalidArgumentError(
                 f"return_mode must be one of {', '.join(RETURN_MODES)}, not {return_mode!r:.30}"
@@ -517,9 +532,10 @@ class Index:
             lexical = store.keyword(query, depth, where) if mode != "dense" else []
             parts = results.score_parts(dense, lexical)
             if mode == "hybrid":
-                fused = weighted_rrf(
-                    [([pk for pk, _ in dense], w_dense), ([pk for pk, _ in lexical], w_bm25)], k=k
-                )
+                fused = ranking.fuse_hybrid(
+                    dense, lexical, (w_dense, w_bm25), fusion, k,
+                    self._dense_languages(store.name), store.language,
+                )  # fmt: skip
             else:
                 fused = dense if mode == "dense" else lexical
             weight = self._weights.get(store.name, 1.0)
@@ -527,29 +543,41 @@ class Index:
         scored.sort(key=lambda t: (-t[0], t[1], t[2]))
         # The configured default reranks fused (hybrid) lists; a single retriever's list keeps
         # its own scores (cosine, BM25) unless the caller asks for reranking explicitly.
-        do_rerank = (s.rerank and mode == "hybrid") if rerank is None else rerank
+        # search.rerank left unset: on when an HTTP reranker is configured.
+        on = s.rerank if "rerank" in s.model_fields_set else self.settings.rerank.provider == "http"
+        do_rerank = (on and mode == "hybrid") if rerank is None else rerank
         do_toc = s.toc_rerank if toc_rerank is None else toc_rerank
+        failed: str | None = None
         if (do_rerank or do_toc) and scored:
             before = s.top_k_before if top_k_before is None else top_k_before
             if isinstance(before, bool) or not isinstance(before, int) or before < 1:
                 raise InvalidArgumentError(
                     f"top_k_before must be a positive integer, not {before!r:.30}"
                 )
-            scored = results.rerank(
-                scored,
-                self._corpora,
-                self._weights,
-                s,
-                query,
-                before,
-                lexical=do_rerank,
-                toc=do_toc,
-            )
+            scored, failed = ranking.reranked(
+                scored, self._corpora, self._weights, self.settings, self._http_reranker,
+                query, before, top_k, lexical=do_rerank, toc=do_toc,
+            )  # fmt: skip
         if section_mode or return_mode != "chunks":
-            return results.grouped(
+            found = results.grouped(
                 scored, self._corpora, s, query, top_k, return_mode, section_mode
             )
-        return self.hits_from_scored(scored[:top_k], query)
+        else:
+            found = self.hits_from_scored(scored[:top_k], query)
+        return [dataclasses.replace(h, rerank_error=failed) for h in found] if failed else found
+
+    def _dense_languages(self, corpus: str) -> frozenset[str] | None:
+        """ISO codes of the languages the corpus's dense model knows (None: any)."""
+        declared = self.settings.embedding.languages
+        if declared is not None:
+            return frozenset(declared)
+        return model_languages(self._model(corpus).embedder)
+
+    def _http_reranker(self) -> HttpReranker:
+        with self._lock:
+            if self._reranker is None:
+                self._reranker = ranking.http_reranker(self.settings.rerank)
+            return self._reranker
 
     def _query_vectors(self, query: str, stores: Sequence[CorpusStore]) -> dict[str, Any]:
         """The query embedded once per model among ``stores``, by corpus name."""
@@ -702,6 +730,8 @@ class Index:
         self._corpora.clear()
         for model in {id(m): m for m in [self._model_default, *self._models.values()]}.values():
             model.writer.close()
+        if self._reranker is not None:
+            self._reranker.close()
         if self._backend is not None:
             self._backend.close()
 

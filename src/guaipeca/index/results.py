@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from guaipeca.config import SearchSettings
-from guaipeca.errors import InvalidArgumentError
+from guaipeca.errors import InvalidArgumentError, RerankError
 from guaipeca.search.rerank import Candidate, bm25_idf, lexical_rerank
+from guaipeca.search.rerank_http import HttpReranker
 from guaipeca.search.snippet import make_snippet
 from guaipeca.store import ChunkRow, DocRow
 from guaipeca.store.contract import CorpusStore
@@ -103,6 +105,43 @@ def rerank(
             reranked.append((final, name, pk, dataclasses.replace(parts, rerank=value)))
     reranked.sort(key=lambda t: (-t[0], t[1], t[2]))
     return reranked + tail
+
+
+def http_rerank(
+    scored: list[Scored],
+    stores: Mapping[str, CorpusStore],
+    reranker: HttpReranker,
+    query: str,
+    before: int,
+    threshold: float | None,
+) -> tuple[list[Scored], str | None]:
+    """The best ``before`` candidates re-ordered by an HTTP reranker's scores (which become
+    the hits' scores), those below ``threshold`` and those the server did not score left
+    out; the candidates past ``before`` are not returned. When the call fails: the fused
+    list unchanged, and why (one line)."""
+    head: list[Scored] = []
+    texts: list[str] = []
+    by_corpus: dict[str, list[int]] = {}
+    for _, name, pk, _ in scored[:before]:
+        by_corpus.setdefault(name, []).append(pk)
+    rows = {name: stores[name].rows(pks) for name, pks in by_corpus.items()}
+    for item in scored[:before]:
+        row = rows[item[1]].get(item[2])
+        if row is not None:  # deleted since retrieval
+            head.append(item)
+            texts.append(row.text)
+    try:
+        values = reranker.scores(query, texts)
+    except RerankError as exc:
+        return scored, str(exc)
+    kept = [
+        (value, name, pk, dataclasses.replace(parts, rerank=value))
+        for (_, name, pk, parts), value in zip(head, values, strict=True)
+        if math.isfinite(value) and (threshold is None or value >= threshold)
+    ]
+    # Equal reranker scores keep the fused order (a stable sort).
+    kept.sort(key=lambda t: -t[0])
+    return kept, None
 
 
 def hits(

