@@ -111,7 +111,18 @@ def test_batch_equals_one_by_one(model: OnnxEmbedder) -> None:
     assert together.shape == (len(texts), 384)
     assert together.dtype == np.float32
     alone = np.stack([model.embed_passages([t])[0] for t in texts])
-    np.testing.assert_allclose(together, alone, atol=1e-4)
+    # How close is close enough, by measurement (docs/arm64.md):
+    # * Noise: ONNX Runtime's int8 MatMulNBits kernel blocks its work by the batch's shape.
+    #   The same text alone and in a batch differs by < 1e-5 per component on x86_64, and by
+    #   up to 1.5e-3 on ARM64 (NEON kernels; Neoverse-N1 and qemu-user emulation alike).
+    # * Bugs this test exists for move components far more: averaging padded positions into a
+    #   text's mean changes them by 0.42-0.58, ignoring the attention mask by 0.09-0.20, and
+    #   swapping two texts' rows by 0.03 (the two most alike here) to 0.19 (median), measured
+    #   on these texts with the real model.
+    # 5e-3 sits 3x above the worst noise and 6x below the smallest bug; the cosine check below
+    # also holds every text to the same direction, not just per component.
+    np.testing.assert_allclose(together, alone, atol=5e-3)
+    assert float(np.min(np.sum(together * alone, axis=1))) > 0.9999
     np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
 
 
