@@ -11,11 +11,11 @@
    (a fresh embedder: empty word cache, every distinct word tokenised) and warm.
 2. **Quality.** Each shared set (``/work/shared/data/beir/<name>``, test queries) is indexed
    into an in-memory :class:`guaipeca.Index` with the static model and the default settings
-   (squad-pt with ``language="pt"``), and every test query is run in modes keyword, dense and
-   hybrid through ``Index.search`` (top 10 chunks, mapped to documents); nDCG@10, Recall@100
-   (from a top-100 search) and MRR@10 with pytrec_eval, as in bench/quality.py. The bundled
-   model's figures for the same sets are in bench/results/quality*.json (indexing a set with
-   it takes minutes; see docs/benchmarks-quality.md).
+   (squad-pt with ``language="portuguese"``), and every test query is run in modes keyword,
+   dense and hybrid through ``Index.search`` (top 10 chunks, mapped to documents); nDCG@10,
+   Recall@100 (from a top-100 search) and MRR@10 with pytrec_eval, as in bench/quality.py.
+   The bundled model's figures for the same sets are in bench/results/quality*.json
+   (indexing a set with it takes minutes; see docs/benchmarks-quality.md).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from quality import doc_list, evaluate, load_qrels, machine
 
 DATA = Path(os.environ.get("BEIR_DIR", "/work/shared/data/beir"))
 MODES = ("keyword", "dense", "hybrid")
-LANGUAGE = {"squad-pt": "pt"}
+LANGUAGE = {"squad-pt": "portuguese"}
 
 
 def log(msg: str) -> None:
@@ -170,8 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     if not args.skip_speed:
         result["speed"] = speed(args.speed_docs)
-    result["quality"] = {name: quality(name) for name in args.datasets.split(",") if name}
-    result["loadavg_at_end"] = list(os.getloadavg())
+    result["quality"] = {}
+    for name in (n for n in args.datasets.split(",") if n):
+        result["quality"][name] = quality(name)
+        # Written after each set, so a failure later keeps what was measured.
+        result["loadavg_at_end"] = list(os.getloadavg())
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     log(f"wrote {args.out}")
     return 0

@@ -87,7 +87,14 @@ def test_word_cache_gives_the_tokenizers_own_ids(model: StaticEmbedder) -> None:
     reference.no_truncation()
     reference.no_padding()
     unk = reference.token_to_id("[UNK]")
-    texts = [*TEXTS, "MiXeD CaSe and Ünïcödé", "ｆｕｌｌｗｉｄｔｈ", "a\u00a0b\u2003c\u3000d"]
+    texts = [
+        *TEXTS,
+        "MiXeD CaSe and Ünïcödé",
+        "ｆｕｌｌｗｉｄｔｈ",
+        "a\u00a0b\u2003c\u3000d",
+        "e.g., U.S.A. (1999)--x_y@z.com #tag $5.00 ~50% a/b\\c 'q' \"dq\" [b]{c}<d>|e^f`g",
+        "IL-6/IL-10 ratio (p<0.05); TNF-α ↑ 2-fold — « guillemets » ¿qué? 「括弧」",
+    ]
     for _ in range(2):
         fast = model._token_ids(texts)
         for text, ids in zip(texts, fast, strict=True):
