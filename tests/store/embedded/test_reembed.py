@@ -17,6 +17,7 @@ import pytest
 from guaipeca import Index
 from guaipeca.embed import HashingEmbedder, identity_of
 from guaipeca.errors import ModelError
+from guaipeca.store.embedded.migrations import m005_vector_identity
 from guaipeca.store.embedded.reembed import PROGRESS_FILE, WORK_FILE
 
 DOCS = {f"d{i:03d}": f"document {i} about topic{i % 7} and subject{i % 5} words" for i in range(80)}
@@ -166,9 +167,14 @@ def test_a_corpus_written_before_identities_is_upgraded_in_place(tmp_path: Path)
     with Index(tmp_path / "idx", embedder=HashingEmbedder(64)) as index:
         index.add_documents(DOCS)
     path = tmp_path / "idx/corpora/default/catalog.sqlite"
-    db = sqlite3.connect(path)  # back to schema 4, as an older Guaipeca left it
-    db.executescript(
-        "DROP TABLE vector_identity; UPDATE meta SET value = '4' WHERE key = 'schema_version';"
+    db = sqlite3.connect(path)
+    # As an older Guaipeca left it (no identity table), then the migration's own script.
+    db.executescript("DROP TABLE vector_identity;")
+    db.executescript(m005_vector_identity())
+    assert db.execute("SELECT provider, model, query_prefix FROM vector_identity").fetchone() == (
+        None,
+        "hashing-64",
+        None,
     )
     db.close()
     with Index(tmp_path / "idx", embedder=HashingEmbedder(64)) as index:
