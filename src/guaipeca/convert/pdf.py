@@ -291,27 +291,7 @@ def _convert_document(
         if len(failed) == n_pages:
             raise ConversionError("not a valid PDF: no page could be read (damaged file?)")
         raise _no_text(n_pages, ocr)
-    scanned = [i + 1 for i, p in enumerate(pages) if p.state == "image" and not p.over_budget]
-    if scanned:
-        many = len(scanned) > 1
-        why = "OCR found no text" if ocr is not None and ocr.engine() else _NO_OCR
-        warnings.append(
-            f"{'pages' if many else 'page'} {_page_list(scanned)} "
-            f"{'have' if many else 'has'} no text layer (scanned "
-            f"{'images' if many else 'image'}?) and {why}; "
-            f"{'they were' if many else 'it was'} not indexed"
-        )
-    if failed:
-        many = len(failed) > 1
-        warnings.append(
-            f"{'pages' if many else 'page'} {_page_list(failed)} could not be read "
-            f"(damaged?); {'they were' if many else 'it was'} skipped"
-        )
-    if table_failures:
-        warnings.append(
-            f"table detection failed on page{'s' if len(table_failures) > 1 else ''} "
-            f"{_page_list(table_failures)}; tables there are kept as plain text"
-        )
+    warnings += _page_warnings(pages, failed, table_failures, ocr)
 
     for p in text_pages:  # running heads and page numbers do not vote for the body size
         for item in p.items:
@@ -341,6 +321,35 @@ def _convert_document(
     return PdfResult(
         text=text, page_starts=starts, warnings=tuple(warnings), ocr_pages=tuple(ocr_pages)
     )
+
+
+def _page_warnings(
+    pages: list[_Page], failed: list[int], table_failures: list[int], ocr: OcrOptions | None
+) -> list[str]:
+    """What the report says about pages without text, unreadable pages and failed tables."""
+    warnings: list[str] = []
+    scanned = [i + 1 for i, p in enumerate(pages) if p.state == "image" and not p.over_budget]
+    if scanned:
+        many = len(scanned) > 1
+        why = "OCR found no text" if ocr is not None and ocr.engine() else _NO_OCR
+        warnings.append(
+            f"{'pages' if many else 'page'} {_page_list(scanned)} "
+            f"{'have' if many else 'has'} no text layer (scanned "
+            f"{'images' if many else 'image'}?) and {why}; "
+            f"{'they were' if many else 'it was'} not indexed"
+        )
+    if failed:
+        many = len(failed) > 1
+        warnings.append(
+            f"{'pages' if many else 'page'} {_page_list(failed)} could not be read "
+            f"(damaged?); {'they were' if many else 'it was'} skipped"
+        )
+    if table_failures:
+        warnings.append(
+            f"table detection failed on page{'s' if len(table_failures) > 1 else ''} "
+            f"{_page_list(table_failures)}; tables there are kept as plain text"
+        )
+    return warnings
 
 
 _NO_OCR = "OCR is off or Tesseract is not installed"
@@ -722,29 +731,32 @@ def _page_units(page: _Page, style: _Style, vocab: Vocab) -> list[_Unit]:
     return merged
 
 
-def _block_units(lines: list[_Line], style: _Style, vocab: Vocab) -> list[_Unit]:
-    if not lines:
-        return []
-    body = style.body
-    left = min(ln.x0 for ln in lines)
-    right = max(ln.x1 for ln in lines)
-    big = body * _HEADING_RATIO
+class _Block:
+    """How one block's lines compare with the document's body text and the block's margins."""
 
-    def tier(ln: _Line) -> float:
-        return round(ln.size * 2) / 2 if ln.size >= big and _letters(ln.text) >= 2 else 0.0
+    def __init__(self, lines: list[_Line], style: _Style) -> None:
+        self.style = style
+        self.body = style.body
+        self.left = min(ln.x0 for ln in lines)
+        self.right = max(ln.x1 for ln in lines)
+        self.big = self.body * _HEADING_RATIO
 
-    def emph(ln: _Line) -> str:
-        if ln.size >= big:
+    def tier(self, ln: _Line) -> float:
+        return round(ln.size * 2) / 2 if ln.size >= self.big and _letters(ln.text) >= 2 else 0.0
+
+    def emph(self, ln: _Line) -> str:
+        if ln.size >= self.big:
             return ""
-        if ln.size < body * _EMPH_MIN_RATIO:
+        if ln.size < self.body * _EMPH_MIN_RATIO:
             # Small bold capitals ending in a colon ("SUPPLEMENTARY INFORMATION:") still
             # label what follows.
             return "b" if ln.bold and _RUN_IN_LABEL.fullmatch(ln.text) else ""
-        if ln.bold and style.bold:
+        if ln.bold and self.style.bold:
             return "b"
-        return "i" if ln.italic and style.italic else ""
+        return "i" if ln.italic and self.style.italic else ""
 
-    def breaks(prev: _Line, ln: _Line) -> bool:
+    def breaks(self, prev: _Line, ln: _Line) -> bool:
+        left, right = self.left, self.right
         height = max(prev.y1 - prev.y0, ln.y1 - ln.y0, 1.0)
         if ln.y0 < prev.y1 - 0.5 * height:  # side by side or back up: another column
             return True
@@ -759,6 +771,12 @@ def _block_units(lines: list[_Line], style: _Style, vocab: Vocab) -> list[_Unit]
                 return True
         return False
 
+
+def _block_units(lines: list[_Line], style: _Style, vocab: Vocab) -> list[_Unit]:
+    if not lines:
+        return []
+    block = _Block(lines, style)
+    tier, emph, breaks = block.tier, block.emph, block.breaks
     units: list[_Unit] = []
     cur: _Unit | None = None
     prev: _Line | None = None
