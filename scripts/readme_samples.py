@@ -61,10 +61,26 @@ class Run:
         if done.returncode not in (0, 1):
             raise SystemExit(f"readme_samples: guaipeca {' '.join(args)} failed:\n{done.stderr}")
         command = shown or "guaipeca " + " ".join(_quote(a) for a in args)
-        return self.neutral(f"$ {command}\n{done.stdout}{done.stderr}")
+        return self.neutral(f"$ {command}\n{done.stdout}{_final(done.stderr)}")
 
     def neutral(self, text: str) -> str:
         return text.replace(str(self.home), "/home/me").replace(str(self.root), "/tmp")
+
+
+# A progress line written every few seconds while a phase runs ("default: embedded: 12/67
+# chunks (18%), 3.1 chunks/s, about 20 s left"): how many a run prints depends on the machine's
+# speed, so samples keep only each phase's closing line ("..., done in 20 s").
+_PROGRESS = re.compile(r"^[^:\n]+(?:: [^:\n]+)?: [\d,/]+ \w+.*\d \w+/s\b")
+
+
+def _final(stderr: str) -> str:
+    kept = [line for line in stderr.splitlines(keepends=True) if not _is_progress(line)]
+    return "".join(kept)
+
+
+def _is_progress(line: str) -> bool:
+    line = line.rstrip("\n")
+    return bool(_PROGRESS.match(line)) and "done in" not in line
 
 
 def _quote(arg: str) -> str:
@@ -153,6 +169,9 @@ def _exchange(
     index = Index(data / "index", embedder=load_embedder(settings.embedding), settings=settings.engine())
     service = Service(index, LoadedSettings(settings, None, data))
     service.reindex(corpus)
+    # The server embeds in the background; the sample shows the state a user sees once it is
+    # done, not however far a loaded machine got (hits would say "embedded": false).
+    index.wait_for_embedding()
     lines: list[str] = []
 
     async def talk() -> None:
