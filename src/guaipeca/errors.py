@@ -87,3 +87,22 @@ def dotted_key(loc: tuple[object, ...]) -> str:
 
 class RerankError(GuaipecaError):
     """An HTTP reranker failed or answered nonsense; searches fall back to the fused order."""
+
+
+class StoppedError(GuaipecaError):
+    """Work was stopped before it finished (its deadline passed, or the server is shutting
+    down); everything committed before stays, and running it again continues."""
+
+
+class WriteQueueFullError(GuaipecaError):
+    """Too many writes are queued (in all, or for one caller); retry after a while."""
+
+    def __init__(self, reason: str, retry_after: int) -> None:
+        super().__init__(f"{reason}; retry in {retry_after} s")
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class StorageError(GuaipecaError):
+    """The index's folder cannot be created or used: a file in the way, no permission, a
+    read-only or special file system (such as /proc)."""

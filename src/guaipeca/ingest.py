@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from guaipeca.config import EngineSettings
 from guaipeca.convert import (
@@ -31,10 +31,10 @@ from guaipeca.convert import (
     OcrOptions,
     convert_bytes,
 )
-from guaipeca.errors import ConversionError, GuaipecaError, InvalidArgumentError
+from guaipeca.errors import ConversionError, GuaipecaError, InvalidArgumentError, StoppedError
 from guaipeca.index import Index
 from guaipeca.index.write import ChunkPlan, plan_chunks
-from guaipeca.types import NewDocument, SourceState
+from guaipeca.types import MAX_DOC_ID_CHARS, NewDocument, SourceState
 
 __all__ = [
     "KEPT_NOTE",
@@ -42,6 +42,7 @@ __all__ = [
     "FolderRecord",
     "SyncReport",
     "cache_key",
+    "contained",
     "sync_folder",
     "watch_folder",
 ]
@@ -78,6 +79,8 @@ class SyncReport:
     chunks_pending: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)
+    #: Files never read, with the reason (a link that leads outside the folder).
+    skipped: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
     # Seconds from the start until every document of the run was searchable by keyword.
     keyword_seconds: float = 0.0
@@ -201,6 +204,7 @@ def cache_key(ocr: OcrOptions) -> str:
 @dataclass(frozen=True, slots=True)
 class _Candidate:
     path: Path
+    real: Path  # what is read: the file itself, or the target of a link inside the folder
     rel: str
     size: int
     mtime_ns: int
@@ -217,7 +221,8 @@ def _walk(
     def on_error(exc: OSError) -> None:
         failed.append((str(exc.filename or root), _reason(exc)))
 
-    # followlinks=False: a symlink loop cannot trap the walk; linked files are still read.
+    # followlinks=False: a symlink loop cannot trap the walk; linked files are still read
+    # when they lead to a file inside the folder (see contained()).
     for top, dirs, files in os.walk(root, onerror=on_error, followlinks=False):
         here = Path(top)
         rel_top = here.relative_to(root).as_posix()
@@ -236,6 +241,29 @@ def _walk(
                 yield path
 
 
+OUTSIDE_FOLDER = "a link to a file outside the corpus folder (never read)"
+IN_SKIPPED_FOLDER = "a link into Guaipeca's own data folder (never read)"
+
+
+def contained(path: Path, root: Path, skip: Sequence[Path] = ()) -> tuple[Path | None, str]:
+    """``(real path, "")`` when ``path`` resolves (links followed) to a file inside the
+    real folder ``root`` and outside every ``skip`` folder, else ``(None, reason)``.
+
+    A file of a corpus is read through its real path only after this check, so a link
+    such as ``passwd.md -> /etc/passwd`` is never read, indexed or served; links that stay
+    inside the folder keep working.
+    """
+    try:
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None, "a broken link or unreadable path"
+    if not real.is_relative_to(root):
+        return None, OUTSIDE_FOLDER
+    if any(real.is_relative_to(s) for s in skip):
+        return None, IN_SKIPPED_FOLDER
+    return real, ""
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
@@ -245,11 +273,11 @@ def _sha256(path: Path) -> str:
 
 
 def _timed_convert(
-    path: str, max_bytes: int, limits: FileLimits, ocr: OcrOptions
+    path: str, max_bytes: int, limits: FileLimits, ocr: OcrOptions, name: str
 ) -> tuple[Converted | str, float]:
     """Worker entry: what ``_convert_path`` returns, and the seconds it took."""
     started = time.perf_counter()
-    result = _convert_path(path, max_bytes, limits, ocr)
+    result = _convert_path(path, max_bytes, limits, ocr, name)
     return result, time.perf_counter() - started
 
 
@@ -277,7 +305,7 @@ def _worker(
         result: Converted | str = cached
         seconds = 0.0
     else:
-        result, seconds = _timed_convert(path, max_bytes, limits, ocr)
+        result, seconds = _timed_convert(path, max_bytes, limits, ocr, PurePosixPath(doc_id).name)
     if isinstance(result, str):
         return result, seconds, None
     plan = plan_chunks(
@@ -291,16 +319,23 @@ def _worker(
 
 
 def _convert_path(
-    path: str, max_bytes: int, limits: FileLimits, ocr: OcrOptions
+    path: str, max_bytes: int, limits: FileLimits, ocr: OcrOptions, name: str
 ) -> Converted | str:
-    """The converted file, or the reason it failed (a string)."""
+    """The converted file (read at ``path``, typed by the ``name`` it has in the corpus),
+    or the reason it failed (a string)."""
     try:
         p = Path(path)
         size = p.stat().st_size
         if size > max_bytes:
             return _too_big(size, max_bytes)
+        typed = PurePosixPath(name)
         return convert_bytes(
-            p.read_bytes(), p.suffix, name=p.name, max_bytes=max_bytes, limits=limits, ocr=ocr
+            p.read_bytes(),
+            typed.suffix,
+            name=typed.name,
+            max_bytes=max_bytes,
+            limits=limits,
+            ocr=ocr,
         )
     except ConversionError as exc:
         return str(exc)
@@ -325,10 +360,14 @@ def sync_folder(
     wait: bool = True,
     limits: FileLimits | None = None,
     ocr: OcrOptions | None = None,
+    stop: threading.Event | None = None,
 ) -> SyncReport:
     """Bring ``corpus`` in line with the files under ``folder``; ids are relative paths.
 
-    ``skip`` lists folders never to read (Guaipeca's own data folder).
+    ``skip`` lists folders never to read (Guaipeca's own data folder). Files that resolve
+    outside ``folder`` (links leading out) are never read: they are listed in the report's
+    ``skipped``. ``stop``, once set, ends the run at the next file or batch with
+    :class:`StoppedError` (what was added so far stays; the next run does the rest).
     ``force`` drops the corpus and converts and embeds everything again. ``workers=0``:
     one process per core (up to ``AUTO_WORKERS``) when there are at least
     ``AUTO_WORKERS_MIN_FILES`` files to read, else none. ``workers`` > 1
@@ -344,6 +383,7 @@ def sync_folder(
 
     Raises:
         InvalidArgumentError: ``folder`` is not a readable directory, or ``workers`` < 1.
+        StoppedError: ``stop`` was set.
     """
     started = time.perf_counter()
     root = Path(folder).expanduser().resolve()
@@ -373,7 +413,7 @@ def sync_folder(
     plan_for = _PlanFor(corpus, index.corpus_language(corpus), index.settings)
     reading = (max_bytes, limits or FileLimits(), ocr)
     conversions = _conversions(candidates, cache, force, workers, reading, plan_for)
-    adder = _Adder(index, corpus, report, wait)
+    adder = _Adder(index, corpus, report, wait, _stopper(corpus, stop))
     timings = _add_converted(conversions, len(candidates), cache, known, adder, progress)
     report.keyword_seconds = time.perf_counter() - started
     _note_slowest(index, corpus, timings, report)
@@ -406,9 +446,15 @@ def _changed_files(
     ]
     for path in paths:
         rel = path.relative_to(root).as_posix()
+        real, why = contained(path, root, skipped)
+        if real is not None and len(rel) > MAX_DOC_ID_CHARS:
+            real, why = None, f"a path longer than {MAX_DOC_ID_CHARS:,} characters (never read)"
+        if real is None:
+            report.skipped.append((str(path), why))
+            continue
         try:
-            st = path.stat()
-            if not path.is_file():
+            st = real.stat()
+            if not real.is_file():
                 raise IsADirectoryError(f"{rel} is not a regular file")
         except OSError as exc:
             report.failed.append((str(path), _reason(exc)))
@@ -430,11 +476,11 @@ def _changed_files(
             report.failed.append((str(path), _too_big(st.st_size, max_bytes) + kept))
             continue
         try:
-            sha = _sha256(path)
+            sha = _sha256(real)
         except OSError as exc:
             report.failed.append((str(path), _reason(exc) + kept))
             continue
-        candidates.append(_Candidate(path, rel, st.st_size, st.st_mtime_ns, sha))
+        candidates.append(_Candidate(path, real, rel, st.st_size, st.st_mtime_ns, sha))
     return candidates, seen
 
 
@@ -454,6 +500,7 @@ def _add_converted(
         progress(0, total)
     with conversions as results:
         for done, (c, result, seconds, fresh, plan) in enumerate(results, start=1):
+            adder.check_stop()
             if isinstance(result, str):
                 report.failed.append((str(c.path), result + (KEPT_NOTE if c.rel in known else "")))
             else:
@@ -480,12 +527,32 @@ def _note_slowest(
         report.slowest.append((str(c.path), seconds, chunks))
 
 
+def _stopper(corpus: str, stop: threading.Event | None) -> Callable[[], None]:
+    def check_stop() -> None:
+        if stop is not None and stop.is_set():
+            raise StoppedError(
+                f"indexing of corpus {corpus!r} stopped (shutting down); what was added "
+                "stays, and the next run does the rest"
+            )
+
+    return check_stop
+
+
 class _Adder:
     """Documents gathered into batches of about ``_ADD_BATCH_CHARS`` characters, each added
-    in one ``add_documents`` call (one keyword commit)."""
+    in one ``add_documents`` call (one keyword commit). ``check_stop`` runs before each
+    file and each batch (it raises once the run must stop)."""
 
-    def __init__(self, index: Index, corpus: str, report: SyncReport, wait: bool) -> None:
+    def __init__(
+        self,
+        index: Index,
+        corpus: str,
+        report: SyncReport,
+        wait: bool,
+        check_stop: Callable[[], None],
+    ) -> None:
         self.index, self.corpus, self.report, self.wait = index, corpus, report, wait
+        self.check_stop = check_stop
         self.batch: list[NewDocument] = []
         self.chars = 0
 
@@ -511,6 +578,7 @@ class _Adder:
     def flush(self) -> None:
         if not self.batch:
             return
+        self.check_stop()
         result = self.index.add_documents(self.batch, corpus=self.corpus, wait=self.wait)
         report = self.report
         report.added += result.added
@@ -545,7 +613,7 @@ def _conversions(
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             futures = {
                 c.rel: pool.submit(
-                    _worker, str(c.path), cached.get(c.rel), *reading, c.rel, plan_for
+                    _worker, str(c.real), cached.get(c.rel), *reading, c.rel, plan_for
                 )
                 for c in candidates
             }
@@ -567,7 +635,7 @@ def _conversions(
             if c.rel in cached:
                 yield c, cached[c.rel], 0.0, False, None
             else:
-                yield c, *_timed_convert(str(c.path), *reading), True, None
+                yield c, *_timed_convert(str(c.real), *reading, c.path.name), True, None
 
     yield inline()
 

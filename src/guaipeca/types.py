@@ -17,6 +17,8 @@ FUSIONS: tuple[Fusion, ...] = ("zscore", "rrf")
 #: Request shapes of HTTP rerankers (search/rerank_http.py); auto: detected on first call.
 RerankApi = Literal["auto", "cohere", "jina", "tei", "vllm", "infinity"]
 RERANK_APIS: tuple[RerankApi, ...] = ("auto", "cohere", "jina", "tei", "vllm", "infinity")
+#: Longest document id (a folder scan's ids are relative paths).
+MAX_DOC_ID_CHARS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +112,9 @@ class Hit:
     #: Set when the HTTP reranker failed for this search: why, in one line. The hits then
     #: keep the fused order (and fused scores).
     rerank_error: str | None = None
+    #: The text stops before the end of its document or section (a search's character
+    #: budget): ``text`` is still exactly ``document[start:end]``; read on from ``end``.
+    truncated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view (tuples become lists)."""
@@ -142,6 +147,7 @@ class Hit:
             "metadata": self.metadata,
             "embedded": self.embedded,
             "rerank_error": self.rerank_error,
+            "truncated": self.truncated,
         }
 
 

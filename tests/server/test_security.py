@@ -30,22 +30,24 @@ from guaipeca.embed import HashingEmbedder
 from guaipeca.errors import ConfigError
 from guaipeca.server import Service, build_server
 from guaipeca.server.http import build_app
+from guaipeca.server.limits import (
+    BodyLimitMiddleware,
+    SearchBusyError,
+    SearchGate,
+    SearchTimeoutError,
+    TokenBucket,
+    search_gate,
+)
 from guaipeca.server.security import (
     AllowedHostsMiddleware,
     Authenticator,
     AuthError,
     AuthMiddleware,
-    BodyLimitMiddleware,
     SanitizedErrorsMiddleware,
-    SearchBusyError,
-    SearchGate,
-    SearchTimeoutError,
-    TokenBucket,
     UnsafePathError,
     cors_middleware,
     resolve_inside,
     safe_relative_path,
-    search_gate,
 )
 from support.http import LiveServer
 
@@ -104,6 +106,7 @@ def service(root: Path) -> Iterator[Service]:
             "max_body_bytes": MAX_BODY,
             "rate_limit_rps": 1000,
             "rate_limit_burst": 1000,
+            "auth_failures_per_minute": 100_000,  # these tests send many wrong tokens
         },
     )
     yield service
@@ -374,6 +377,10 @@ def test_a_body_within_the_limit_passes(authed: httpx2.Client) -> None:
 
 
 # -- rate limit ----------------------------------------------------------------------------
+def status_call(client: httpx2.Client, credential: str) -> httpx2.Response:
+    return client.post("/api/tools/status", json={}, headers=bearer(credential))
+
+
 def test_rate_limit_per_identity_answers_429_with_retry_after(root: Path) -> None:
     service = make_service(
         root / "limited",
@@ -389,15 +396,17 @@ def test_rate_limit_per_identity_answers_429_with_retry_after(root: Path) -> Non
             LiveServer(lambda p: build_app(service, host="127.0.0.1", port=p)) as live,
             httpx2.Client(base_url=live.url, timeout=30) as client,
         ):
+            # Tool calls count; listing the tools (protocol traffic) never does.
             for _ in range(2):
-                assert client.get("/tools", headers=bearer(TOKEN)).status_code == 200
-            limited = client.get("/tools", headers=bearer(TOKEN))
+                assert status_call(client, TOKEN).status_code == 200
+            limited = status_call(client, TOKEN)
             assert limited.status_code == 429
             assert int(limited.headers["retry-after"]) >= 1
             assert "too many requests" in limited.json()["error"]
+            assert client.get("/tools", headers=bearer(TOKEN)).status_code == 200
             # Another identity has its own bucket; health is never limited.
             bob = jwt_token({"sub": "bob", "exp": int(time.time()) + 600})
-            assert client.get("/tools", headers=bearer(bob)).status_code == 200
+            assert status_call(client, bob).status_code == 200
             assert client.get("/health").status_code == 200
     finally:
         service.index.close()
@@ -410,8 +419,8 @@ def test_rate_limit_without_auth_is_per_client_ip(root: Path) -> None:
             LiveServer(lambda p: build_app(service, host="127.0.0.1", port=p)) as live,
             httpx2.Client(base_url=live.url, timeout=30) as client,
         ):
-            assert client.get("/tools").status_code == 200
-            limited = client.get("/tools")
+            assert client.post("/api/tools/status", json={}).status_code == 200
+            limited = client.post("/api/tools/status", json={})
             assert limited.status_code == 429
             assert int(limited.headers["retry-after"]) >= 1
     finally:

@@ -34,7 +34,7 @@ from guaipeca.config import (
     config_path,
     load_settings,
 )
-from guaipeca.errors import GuaipecaError
+from guaipeca.errors import GuaipecaError, StorageError
 from guaipeca.text.languages import language_name
 from guaipeca.types import SEARCH_MODES, Hit
 
@@ -118,14 +118,18 @@ def _open_index(
 
     models = load_models(s, load=model_for)
     backend = open_backend(s.storage)  # None: embedded, files under data_dir
-    index = Index(
-        loaded.data_dir / "index",
-        embedder=models.default,
-        settings=s.engine(),
-        backend=backend,
-        corpus_embedders=models.embedders,
-        corpus_embedding=models.settings,
-    )
+    try:
+        index = Index(
+            loaded.data_dir / "index",
+            embedder=models.default,
+            settings=s.engine(),
+            backend=backend,
+            corpus_embedders=models.embedders,
+            corpus_embedding=models.settings,
+        )
+    except StorageError as exc:
+        where = f"storage.data_dir in {source}" if source else "storage.data_dir"
+        raise StorageError(f"{exc} (set {where}, or GUAIPECA_DATA_DIR)") from None
     down = None if tolerate_down or backend is None else index.backend_error
     if down is not None:
         index.close()
@@ -447,6 +451,7 @@ def _print_report(report: SyncReport, idx: Index, as_json: bool) -> None:
             "removed": report.removed,
             "failed": [{"path": p, "reason": r} for p, r in report.failed],
             "warnings": [{"path": p, "warning": w} for p, w in report.warnings],
+            "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
             "chunks_embedded": report.chunks_embedded,
             "documents": documents,
             "chunks": chunks,
@@ -458,7 +463,7 @@ def _print_report(report: SyncReport, idx: Index, as_json: bool) -> None:
         }
         out.print(json.dumps(data, ensure_ascii=False), markup=False)
         return
-    for path, reason in report.failed:
+    for path, reason in [*report.failed, *report.skipped]:
         err.print(f"skipped {path}: {reason}", markup=False)
     for path, warning in report.warnings:
         err.print(f"warning {path}: {warning}", markup=False)

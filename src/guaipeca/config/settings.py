@@ -462,8 +462,26 @@ class ServerSettings(_Frozen):
     )
     rate_limit_rps: float = Field(10.0, gt=0, description="requests per second per identity")
     rate_limit_burst: int = Field(20, ge=1, description="requests allowed at once above the rate")
+    auth_failures_per_minute: int = Field(
+        20, ge=1, description="wrong credentials accepted per client address a minute (then 429)"
+    )
     max_concurrent_searches: int = Field(8, ge=1, le=10_000, description="searches run at once")
     search_timeout_seconds: float = Field(10.0, gt=0, description="deadline of one search")
+    max_queued_writes: int = Field(
+        8, ge=1, le=10_000, description="index/upload/delete calls queued at once (then 429)"
+    )
+    max_writes_per_caller: int = Field(
+        2, ge=1, le=10_000, description="of those, queued by one identity at once (then 429)"
+    )
+    shutdown_grace_seconds: float = Field(
+        20.0, ge=0, le=3600, description="on SIGTERM, how long requests in flight may finish"
+    )
+    header_timeout_seconds: float = Field(
+        10.0, gt=0, le=3600, description="time a client has to send a request's headers"
+    )
+    body_timeout_seconds: float = Field(
+        30.0, gt=0, le=3600, description="longest pause while a client sends a request body"
+    )
     # 68 MiB: a 50 MiB upload (upload.max_file_size) sent as base64 through MCP is 66.7 MiB.
     max_body_bytes: int = Field(68 * MiB, ge=1024, description="largest request body (68 MiB)")
     allowed_hosts: list[Annotated[str, AfterValidator(_check_host)]] = Field(

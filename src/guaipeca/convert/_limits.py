@@ -7,8 +7,10 @@ taking the memory or the time of a whole indexing run.
 from __future__ import annotations
 
 import io
+import threading
 import warnings
 import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ __all__ = [
     "FileLimits",
     "captured_warnings",
     "check_office_zip",
+    "conversion_slot",
     "first_line",
     "format_size",
 ]
@@ -48,8 +51,9 @@ MAX_MESSAGE_CHARS = 120
 # Office files are zips. What they may expand to: at most 100x their compressed size, but
 # never refused below ZIP_EXPAND_FLOOR (a small, very regular workbook can exceed 100x) and
 # never more than ZIP_EXPAND_CEILING, whatever the ratio. Checked on the central directory,
-# before any library decompresses a byte; zipfile itself stops reading an entry at its
-# declared size (and then fails its CRC check), so a lying header cannot get past this.
+# then by inflating every entry in bounded steps, before any library opens the zip: a
+# header may lie about the size, and zipfile inflates a whole entry in one call (up to
+# 2 GiB) before it cuts it to the declared size and fails the CRC.
 ZIP_EXPAND_RATIO = 100
 ZIP_EXPAND_FLOOR = 25 * 1024 * 1024
 ZIP_EXPAND_CEILING = 200 * 1024 * 1024
@@ -57,6 +61,15 @@ ZIP_MAX_ENTRIES = 10_000
 
 # The folder that marks each Office Open XML kind inside its zip.
 _OOXML_FOLDERS = {"DOCX": "word/", "PPTX": "ppt/", "XLSX": "xl/"}
+
+# Office converters running at once in this process (uploads and indexing alike): each may
+# hold a few hundred MB (the zip, its XML trees, the Markdown), and the service unit has
+# MemoryMax=2G.
+MAX_CONCURRENT_OFFICE = 2
+_office_slots = threading.BoundedSemaphore(MAX_CONCURRENT_OFFICE)
+_INFLATE_STEP = 1 << 16
+_LOCAL_HEADER = b"PK\x03\x04"
+_LOCAL_HEADER_SIZE = 30
 
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # CFB: .doc/.ppt/.xls, or encrypted OOXML
 _EOCD = b"PK\x05\x06"
@@ -140,6 +153,8 @@ def check_office_zip(data: bytes, kind: str) -> None:
             raise ConversionError(
                 f"{kind} expands to more than {cap // (1024 * 1024)} MB (zip bomb?)"
             )
+    for info in infos:
+        _check_entry(data, info, kind)
     names = {info.filename for info in infos}
     if "[Content_Types].xml" not in names:
         raise ConversionError(f"not a valid {kind}: a zip file, but not an Office document")
@@ -151,6 +166,50 @@ def check_office_zip(data: bytes, kind: str) -> None:
                     f"not a valid {kind}: it is an {other} file; rename it to .{other.lower()}"
                 )
         raise ConversionError(f"not a valid {kind}: no {folder} part in the zip")
+
+
+def _check_entry(data: bytes, info: zipfile.ZipInfo, kind: str) -> None:
+    """Inflate one entry in bounded steps and refuse it if it yields more than its
+    declared size (a lying header), is encrypted, or uses a method Office never writes
+    (zipfile inflates bzip2 and LZMA entries in one unbounded call). Memory: one step."""
+    bomb = ConversionError(f"{kind} has a zip entry larger than it declares (zip bomb?)")
+    if info.flag_bits & 0x1:
+        raise ConversionError(f"not a valid {kind}: an encrypted zip entry")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise ConversionError(f"not a valid {kind}: an unsupported zip compression method")
+    start = info.header_offset
+    header = data[start : start + _LOCAL_HEADER_SIZE]
+    if len(header) < _LOCAL_HEADER_SIZE or not header.startswith(_LOCAL_HEADER):
+        raise ConversionError(f"not a valid {kind} (bad zip)")
+    start += _LOCAL_HEADER_SIZE + int.from_bytes(header[26:28], "little")
+    start += int.from_bytes(header[28:30], "little")
+    raw = memoryview(data)[start : start + info.compress_size]
+    if info.compress_type == zipfile.ZIP_STORED:
+        return  # zipfile reads min(compressed, declared) bytes: nothing to inflate
+    inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+    budget = info.file_size  # declared; one byte more proves the header lies
+    try:
+        for pos in range(0, len(raw), _INFLATE_STEP):
+            pending = bytes(raw[pos : pos + _INFLATE_STEP])
+            while pending:
+                out = inflater.decompress(pending, _INFLATE_STEP)
+                budget -= len(out)
+                if budget < 0:
+                    raise bomb
+                pending = inflater.unconsumed_tail
+            if inflater.eof:
+                return
+        if len(inflater.flush(_INFLATE_STEP)) > budget:
+            raise bomb
+    except zlib.error:
+        raise ConversionError(f"not a valid {kind} (bad zip)") from None
+
+
+@contextmanager
+def conversion_slot() -> Iterator[None]:
+    """Hold one of the :data:`MAX_CONCURRENT_OFFICE` Office conversion slots (blocks)."""
+    with _office_slots:
+        yield
 
 
 @contextmanager

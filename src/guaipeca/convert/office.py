@@ -7,7 +7,8 @@ convert every entry of a broken DOCX), look for ``exiftool`` on the PATH and bui
 ``requests`` session. Called directly, the DOCX/PPTX/HTML converters only read the bytes
 they are given: no URL is ever passed, no plugin is loaded, no LLM client is configured
 (so no image captioning), and mammoth's external-file access stays off (linked images are
-not opened). Every zip is checked for bombs before a library opens it.
+not opened). Every zip is checked for bombs before a library opens it (every entry inflated
+in bounded steps), and at most ``MAX_CONCURRENT_OFFICE`` conversions run at once.
 
 XLSX does not use markitdown: its xlsx converter needs pandas (84 MB installed) for what
 openpyxl in read-only mode does in a few lines, with bounded memory.
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from guaipeca.convert._limits import captured_warnings, check_office_zip
+from guaipeca.convert._limits import captured_warnings, check_office_zip, conversion_slot
 from guaipeca.errors import ConversionError
 
 __all__ = ["OfficeResult", "convert_docx", "convert_html", "convert_pptx", "convert_xlsx"]
@@ -159,7 +160,7 @@ def convert_docx(data: bytes) -> OfficeResult:
     from markitdown.converters import DocxConverter
 
     warned: list[str] = []
-    with captured_warnings(warned):
+    with conversion_slot(), captured_warnings(warned):
         result = DocxConverter().convert(  # type: ignore[no-untyped-call]
             io.BytesIO(data),
             StreamInfo(extension=".docx"),
@@ -191,7 +192,7 @@ def convert_pptx(data: bytes) -> OfficeResult:
     from markitdown.converters import PptxConverter
 
     warned: list[str] = []
-    with captured_warnings(warned):
+    with conversion_slot(), captured_warnings(warned):
         result = PptxConverter().convert(  # type: ignore[no-untyped-call]
             io.BytesIO(data), StreamInfo(extension=".pptx"), **_MD_OPTIONS
         )
@@ -511,7 +512,7 @@ def convert_xlsx(data: bytes, *, max_cells: int = XLSX_MAX_CELLS) -> OfficeResul
     warned: list[str] = []
     sections: list[str] = []
     scanned = kept = 0
-    with captured_warnings(warned):
+    with conversion_slot(), captured_warnings(warned):
         wb = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
         try:
             for ws in wb.worksheets:

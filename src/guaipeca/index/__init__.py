@@ -4,6 +4,7 @@ Everything above it (agentic, ingest, evaluate, the CLI and the server) uses thi
 """
 
 from guaipeca.config import MAX_TOP_K
-from guaipeca.index.facade import MAX_QUERY_CHARS, Index
+from guaipeca.index.checks import MAX_QUERY_CHARS
+from guaipeca.index.facade import Index
 
 __all__ = ["MAX_QUERY_CHARS", "MAX_TOP_K", "Index"]

@@ -8,6 +8,8 @@ identical rankings.
 from __future__ import annotations
 
 import dataclasses
+import errno
+import gc
 import math
 import os
 import shutil
@@ -19,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from guaipeca.config import MAX_TOP_K, EmbeddingSettings, EngineSettings
+from guaipeca.config import EmbeddingSettings, EngineSettings
 from guaipeca.embed import (
     CachedEmbedder,
     Embedder,
@@ -37,9 +39,11 @@ from guaipeca.errors import (
     InvalidArgumentError,
     ModelError,
     NotFoundError,
+    StorageError,
 )
 from guaipeca.index import ranking, results
 from guaipeca.index.background import BackgroundEmbedder
+from guaipeca.index.checks import check_query, checkpoint, location_problem
 from guaipeca.index.heap import trim_c_heap
 from guaipeca.index.results import Scored
 from guaipeca.index.write import (
@@ -57,7 +61,6 @@ from guaipeca.text.languages import language_name
 from guaipeca.types import (
     FUSIONS,
     RETURN_MODES,
-    SEARCH_MODES,
     AddReport,
     Chunk,
     Document,
@@ -75,7 +78,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Index"]
 
-MAX_QUERY_CHARS = 8192
 _REDISCOVER_SECONDS = 10.0
 
 
@@ -93,6 +95,10 @@ class Index:
             once per model and merge the corpora's results as usual.
         corpus_embedding: the embedding settings of those corpora (how chunks are turned
             into model input; default: ``settings.embedding``).
+
+    Raises:
+        StorageError: ``path`` cannot hold an index (a file, under a file, not writable,
+            a special file system such as /proc).
     """
 
     def __init__(
@@ -143,8 +149,16 @@ class Index:
         if backend is not None:
             self._discover()
         elif self.path is not None:
-            (self.path / "corpora").mkdir(parents=True, exist_ok=True)
-            for folder in sorted((self.path / "corpora").iterdir()):
+            try:
+                (self.path / "corpora").mkdir(parents=True, exist_ok=True)
+                folders = sorted((self.path / "corpora").iterdir())
+                # SQLite in WAL mode writes beside its file even to read: a folder that
+                # cannot be written cannot be used at all.
+                if not os.access(self.path / "corpora", os.W_OK | os.X_OK):
+                    raise PermissionError(errno.EACCES, "not writable")
+            except OSError as exc:
+                raise StorageError(location_problem(self.path, exc)) from None
+            for folder in folders:
                 if folder.name.startswith("."):
                     continue
                 # lexical.state too: a corpus whose catalog was lost must show as broken.
@@ -311,9 +325,11 @@ class Index:
         The Qdrant backend always embeds before it writes.
 
         Raises:
-            InvalidArgumentError: an id, text or metadata value is unusable.
+            InvalidArgumentError: an id, text or metadata value is unusable; metadata over
+                64 KiB of JSON for one document; ``metadata`` keyed by the call's own ids
+                (it is shared by every document: use ``NewDocument(..., metadata=...)``).
         """
-        items = as_new_documents(docs, check_metadata(metadata or {}))
+        items = as_new_documents(docs, metadata or {})
         store = self._ensure_corpus(corpus)
         _check_vectors(store)
         report = self._model(corpus).writer.add(store, items, defer=True)
@@ -475,6 +491,8 @@ class Index:
         rerank: bool | None = None,
         top_k_before: int | None = None,
         toc_rerank: bool | None = None,
+        max_chars: int | None = None,
+        cancel: threading.Event | None = None,
     ) -> list[Hit]:
         """Search the corpora; returns up to ``top_k`` hits, best first.
 
@@ -495,12 +513,19 @@ class Index:
         (its best chunk's score) whose text is the whole document; ``"auto"`` does that when
         the matched documents together fit in ``search.max_chars`` characters, else returns
         chunks. ``section_filter`` restricts the search to one section id, or to a heading
-        path prefix written ``"Title > Section"``.
+        path prefix written ``"Title > Section"``. ``max_chars`` caps the text of those
+        widened hits together (default: no cap): past it a hit's text stops early and the
+        hit is marked ``truncated`` (read on with :meth:`get_document` from its ``end``).
+
+        ``cancel``, once set (by a caller whose deadline passed), stops the search at its
+        next checkpoint (between retrievers, corpora and stages, and between documents)
+        with :class:`StoppedError`.
 
         Raises:
             InvalidArgumentError: empty or oversized query, bad ``top_k`` or mode.
             InvalidFilterError: a malformed ``where``.
             NotFoundError: an unknown corpus name.
+            StoppedError: ``cancel`` was set.
         """
         s = self.settings.search
         mode = mode or s.mode
@@ -510,7 +535,7 @@ class Index:
         w_dense = s.dense_weight if dense_weight is None else dense_weight
         w_bm25 = s.bm25_weight if bm25_weight is None else bm25_weight
         fusion = s.fusion if fusion is None else fusion
-        _check_query(query, top_k, mode, depth, k)
+        check_query(query, top_k, mode, depth, k)
         if fusion not in FUSIONS:
             raise InvalidArgumentError(
                 f"fusion must be one of {', '.join(FUSIONS)}, not {fusion!r:.30}"
@@ -524,11 +549,15 @@ class Index:
         where = results.section_filter_where(where, section_filter)
         names = self.corpora if corpora is None else list(corpora)  # []: none
         stores = [self._corpus(n) for n in names]
+        check = checkpoint(cancel)
+        check()
         qvecs = self._query_vectors(query, stores) if mode != "keyword" else {}
         scored: list[Scored] = []
         for store in stores:
+            check()
             qvec = qvecs.get(store.name)
             dense = store.dense(qvec, depth, where, scan=s.dense_scan) if qvec is not None else []
+            check()
             lexical = store.keyword(query, depth, where) if mode != "dense" else []
             parts = results.score_parts(dense, lexical)
             if mode == "hybrid":
@@ -541,6 +570,7 @@ class Index:
             weight = self._weights.get(store.name, 1.0)
             scored.extend((score * weight, store.name, pk, parts[pk]) for pk, score in fused)
         scored.sort(key=lambda t: (-t[0], t[1], t[2]))
+        check()
         # The configured default reranks fused (hybrid) lists; a single retriever's list keeps
         # its own scores (cosine, BM25) unless the caller asks for reranking explicitly.
         # search.rerank left unset: on when an HTTP reranker is configured.
@@ -558,9 +588,18 @@ class Index:
                 scored, self._corpora, self._weights, self.settings, self._http_reranker,
                 query, before, top_k, lexical=do_rerank, toc=do_toc,
             )  # fmt: skip
+        check()
         if section_mode or return_mode != "chunks":
             found = results.grouped(
-                scored, self._corpora, s, query, top_k, return_mode, section_mode
+                scored,
+                self._corpora,
+                s,
+                query,
+                top_k,
+                return_mode,
+                section_mode,
+                max_chars=max_chars,
+                check=check,
             )
         else:
             found = self.hits_from_scored(scored[:top_k], query)
@@ -720,6 +759,10 @@ class Index:
         """
         for corpus in list(self._corpora.values()):
             corpus.release_memory()
+        # Reference cycles first: an exception keeps its frames, and with them whatever
+        # they held (a refused 20 MB upload), until a full collection, which allocation
+        # counts alone may not trigger for a long time.
+        gc.collect()
         trim_c_heap()
 
     def close(self) -> None:
@@ -774,25 +817,6 @@ def _check_vectors(store: CorpusStore) -> None:
     mismatch = getattr(store, "mismatch", None)
     if mismatch is not None:
         raise ModelError(mismatch)
-
-
-def _check_query(query: str, top_k: int, mode: str, depth: int, k: float) -> None:
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidArgumentError("query must be a non-empty string")
-    if len(query) > MAX_QUERY_CHARS:
-        raise InvalidArgumentError(
-            f"query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}"
-        )
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-        raise InvalidArgumentError(f"top_k must be an integer from 1 to {MAX_TOP_K}")
-    if mode not in SEARCH_MODES:
-        raise InvalidArgumentError(
-            f"mode must be one of {', '.join(SEARCH_MODES)}, not {mode!r:.30}"
-        )
-    if not 1 <= depth <= 10_000:
-        raise InvalidArgumentError("candidates must be from 1 to 10000")
-    if not k > 0:
-        raise InvalidArgumentError("rrf_k must be positive")
 
 
 def _language(value: str) -> str:

@@ -11,7 +11,7 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from guaipeca.config import SearchSettings
@@ -181,6 +181,27 @@ def with_snippets(
     return out
 
 
+def _never() -> None:
+    pass
+
+
+class _Budget:
+    """Characters of text left for widened hits (None: no limit)."""
+
+    def __init__(self, chars: int | None) -> None:
+        self.left = chars
+
+    def cut(self, hit: Hit) -> Hit:
+        """``hit`` with its text cut to what is left (``end`` moved with it)."""
+        if self.left is None:
+            return hit
+        keep = min(len(hit.text), self.left)
+        self.left -= keep
+        if keep == len(hit.text):
+            return hit
+        return dataclasses.replace(hit, text=hit.text[:keep], end=hit.start + keep, truncated=True)
+
+
 def grouped(
     scored: list[Scored],
     stores: Mapping[str, CorpusStore],
@@ -189,9 +210,18 @@ def grouped(
     top_k: int,
     return_mode: str,
     section_mode: bool,
+    *,
+    max_chars: int | None = None,
+    check: Callable[[], None] = _never,
 ) -> list[Hit]:
-    """One hit per section or per document, ranked by its best chunk."""
+    """One hit per section or per document, ranked by its best chunk.
+
+    ``max_chars`` caps the text of all the widened hits together: past it, a hit's text
+    stops early (``truncated``), down to none at all. ``check`` is called between
+    documents and may raise to stop the search.
+    """
     width = settings.snippet_chars
+    budget = _Budget(max_chars)
     # Group on the rows first and make snippets only for the hits returned: a snippet
     # costs far more than a row, and the candidate list can be hundreds long.
     found = hits(scored, stores, query, width, snippets=False)
@@ -201,20 +231,28 @@ def grouped(
             docs.setdefault((h.corpus, h.doc_id), h)
         best = with_snippets(list(docs.values())[:top_k], stores, query, width)
         # Each document is read once: for its size, then for its text.
-        rows = [stores[h.corpus].catalog.document(h.doc_id) for h in best]
+        rows = []
+        for h in best:
+            check()
+            rows.append(stores[h.corpus].catalog.document(h.doc_id))
         total = sum(len(row.text) for row in rows if row)
         if return_mode == "documents" or total <= settings.max_chars:
-            return [
-                _widen_to_document(stores[h.corpus], h, row)
-                for h, row in zip(best, rows, strict=True)
-            ]
+            out = []
+            for h, row in zip(best, rows, strict=True):
+                check()
+                out.append(budget.cut(_widen_to_document(stores[h.corpus], h, row)))
+            return out
     if not section_mode:
         return with_snippets(found[:top_k], stores, query, width)
     sections: dict[tuple[str, str, str], Hit] = {}
     for h in found:
         sections.setdefault((h.corpus, h.doc_id, h.section_id), h)
     chosen = with_snippets(list(sections.values())[:top_k], stores, query, width)
-    return [_widen_to_section(stores[h.corpus], h) for h in chosen]
+    widened = []
+    for h in chosen:
+        check()
+        widened.append(budget.cut(_widen_to_section(stores[h.corpus], h)))
+    return widened
 
 
 def _page_span(rows: list[ChunkRow]) -> tuple[int | None, int | None]:

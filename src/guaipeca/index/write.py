@@ -29,9 +29,8 @@ from guaipeca.store import ChunkRow
 from guaipeca.store.contract import CorpusStore, PreparedDocument
 from guaipeca.store.embedded import Catalog
 from guaipeca.store.embedded.corpus import Corpus
-from guaipeca.types import AddReport, ChunkSpan, NewDocument
+from guaipeca.types import MAX_DOC_ID_CHARS, AddReport, ChunkSpan, NewDocument
 
-MAX_DOC_ID_CHARS = 1024
 # Chunks gathered before one embedding batch and one corpus write: large enough to keep the
 # model's batches full, small enough that a huge folder never sits in memory at once.
 _WRITE_BATCH_CHUNKS = 2048
@@ -41,6 +40,9 @@ _WRITE_BATCH_CHUNKS = 2048
 EMBED_ROUND_CHUNKS = 256
 #: Called with (chunks embedded so far, chunks still pending) after each round.
 EmbedProgress = Callable[[int, int], None]
+#: Largest metadata of one document, as JSON: it is parsed again with every chunk of the
+#: document that a search or a read returns, so a large value costs once per chunk.
+MAX_METADATA_BYTES = 64 * 1024
 
 
 class DocumentWriter:
@@ -331,36 +333,74 @@ class _Pending:
         self.enrichments: list[Enrichment | None] = []
 
 
-def check_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """``metadata`` as it will be stored (a JSON round trip).
+def _metadata_json(metadata: Mapping[str, Any]) -> str:
+    """``metadata`` as stored JSON, within :data:`MAX_METADATA_BYTES`.
 
     Raises:
-        InvalidArgumentError: not a mapping of string keys to JSON values.
+        InvalidArgumentError: not a mapping of string keys to JSON values, or too large.
     """
     if not isinstance(metadata, Mapping):
         raise InvalidArgumentError("metadata must be a mapping of names to values")
     try:
-        # Round-trip through JSON: what is stored is exactly what comes back.
-        clean = json.loads(json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False))
+        encoded = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidArgumentError(f"metadata must be JSON-serialisable ({exc})") from None
     if not all(isinstance(key, str) for key in metadata):
         raise InvalidArgumentError("metadata keys must be strings")
-    return dict(clean)
+    size = len(encoded.encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        raise InvalidArgumentError(
+            f"metadata of one document is {size:,} bytes as JSON; the limit is "
+            f"{MAX_METADATA_BYTES:,} (store large data in the document's text instead)"
+        )
+    return encoded
+
+
+def check_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` as it will be stored (a JSON round trip).
+
+    Raises:
+        InvalidArgumentError: not a mapping of string keys to JSON values, or larger than
+            :data:`MAX_METADATA_BYTES` as JSON.
+    """
+    # Round-trip through JSON: what is stored is exactly what comes back.
+    return dict(json.loads(_metadata_json(metadata)))
+
+
+def _refuse_metadata_keyed_by_ids(shared: Mapping[str, Any], ids: list[str]) -> None:
+    """``metadata=`` is shared by every document of a call; a mapping keyed by the call's
+    own ids is the easy mistake of meaning one entry per document (each document would get
+    a copy of everyone's)."""
+    if not isinstance(shared, Mapping):
+        return
+    keyed = [k for k in ids if k in shared and isinstance(shared[k], Mapping)]
+    if keyed:
+        shown = ", ".join(repr(k[:40]) for k in keyed[:3]) + (", ..." if len(keyed) > 3 else "")
+        raise InvalidArgumentError(
+            f"metadata is keyed by this call's document ids ({shown}): metadata= is shared "
+            "by every document; give each document its own with "
+            "NewDocument(doc_id, text, metadata={...})"
+        )
 
 
 def as_new_documents(
-    docs: Mapping[str, str] | Iterable[NewDocument], shared: dict[str, Any]
+    docs: Mapping[str, str] | Iterable[NewDocument], shared: Mapping[str, Any]
 ) -> list[NewDocument]:
     """``docs`` checked, each with ``shared`` metadata under its own.
 
     Raises:
-        InvalidArgumentError: a bad or repeated id, a text that is not a string, bad metadata.
+        InvalidArgumentError: a bad or repeated id, a text that is not a string, bad or
+            oversized metadata, or shared metadata keyed by the documents' own ids.
     """
     if isinstance(docs, Mapping):
         raw = [NewDocument(doc_id, text) for doc_id, text in docs.items()]
     else:
         raw = list(docs)
+    _refuse_metadata_keyed_by_ids(
+        shared, [d.doc_id for d in raw if isinstance(d, NewDocument) and isinstance(d.doc_id, str)]
+    )
+    shared = check_metadata(shared)
+    shared_bytes = len(_metadata_json(shared).encode("utf-8")) if shared else 0
     out: list[NewDocument] = []
     seen: set[str] = set()
     for d in raw:
@@ -376,6 +416,8 @@ def as_new_documents(
             raise InvalidArgumentError(f"document id {d.doc_id!r:.80} appears twice in one call")
         seen.add(d.doc_id)
         merged = {**shared, **check_metadata(d.metadata)} if d.metadata else dict(shared)
+        if d.metadata and shared_bytes:
+            _metadata_json(merged)  # the two together must fit too
         out.append(dataclasses.replace(d, metadata=merged))
     return out
 

@@ -12,22 +12,29 @@ Routes:
 - ``DELETE /documents?corpus=&filename=``: removes a file and its document.
 
 Middleware, outermost first: sanitised errors, allowed hosts (DNS rebinding), CORS,
-auth, session owner (binds MCP sessions to the identity), rate limit, body size limit.
+auth (wrong credentials throttled), session owner (binds MCP sessions to the identity and
+sets the caller of the write queue), body size limit, rate limit (not MCP routes: their tool
+calls are limited in the tool), MCP bodies (read whole; over-long names refused).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
+import functools
 import logging
+import os
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
+import anyio
 import anyio.to_thread
+import h11
 import uvicorn
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -41,36 +48,45 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from guaipeca import __version__
-from guaipeca.errors import BackendUnavailableError, GuaipecaError, NotFoundError
+from guaipeca.errors import (
+    BackendUnavailableError,
+    GuaipecaError,
+    NotFoundError,
+    WriteQueueFullError,
+)
+from guaipeca.server.asgi import caller_of, error_response, identity_of
 from guaipeca.server.idle import IdleTrim, ToolCalls
+from guaipeca.server.limits import BodyLimitMiddleware, RateLimitMiddleware, RpcBodyMiddleware
 from guaipeca.server.security import (
     AllowedHostsMiddleware,
     Authenticator,
     AuthMiddleware,
-    BodyLimitMiddleware,
-    RateLimitMiddleware,
     SanitizedErrorsMiddleware,
-    TokenBucket,
     UnsafePathError,
     cors_middleware,
-    error_response,
-    identity_of,
+    failure_bucket,
     resolve_inside,
     safe_relative_path,
 )
 from guaipeca.server.service import Service
 from guaipeca.server.tools import build_server
 from guaipeca.server.webui import WEB_PAGE_PATHS, web_routes
+from guaipeca.server.writes import caller
 
 __all__ = ["allowed_hosts", "build_app", "make_server", "serve_http"]
 
 log = logging.getLogger("guaipeca.server")
 
 PUBLIC_PATHS: Final = ("/health",)
+#: Where MCP traffic arrives (Streamable HTTP, the legacy SSE stream and its messages).
+MCP_PATHS: Final = ("/mcp", "/sse", "/messages", "/messages/")
 _LOOPBACK: Final = ("127.0.0.1", "localhost", "[::1]")
 _WILDCARD_BINDS: Final = ("", "0.0.0.0", "::", "[::]")
+#: How long, after the shutdown, a write told to stop may take before the process exits.
+_WRITE_STOP_SECONDS: Final = 5.0
 #: Headers on every downloaded file: never rendered in the server's origin (an HTML
 #: document of a corpus must not run scripts next to the API), never cached.
 _DOWNLOAD_HEADERS: Final = {
@@ -153,6 +169,10 @@ class _SessionOwnerMiddleware:
             # No raw credential is kept: the SDK compares principals, not tokens.
             token = AccessToken(token="", client_id=identity, scopes=[], subject=identity)
             scope["user"] = AuthenticatedUser(token)
+        if scope["type"] == "http":
+            # Whom the write queue counts a tool call against (an MCP session runs its
+            # calls in the context of the request that opened it).
+            caller.set(caller_of(scope))
         await self.app(scope, receive, send)
 
 
@@ -277,7 +297,9 @@ def _routes(service: Service, server: MCPServer, mcp_app: ASGIApp) -> list[BaseR
             return error_response(403, service.sanitise(str(exc)))
         try:
             relative, _ = await anyio.to_thread.run_sync(_locate, service, corpus, filename)
-            out = await anyio.to_thread.run_sync(service.delete, corpus, relative)
+            out = await service.writes.run(functools.partial(service.delete, corpus, relative))
+        except WriteQueueFullError as exc:
+            return error_response(429, str(exc), {"Retry-After": str(exc.retry_after)})
         except UnsafePathError:
             return error_response(400, "invalid path")
         except (_NotFound, NotFoundError):
@@ -327,6 +349,36 @@ def _warn_on_limits(service: Service) -> None:
             s.server.max_body_bytes,
             needed,
         )
+
+
+def _middleware(
+    service: Service, hosts: Sequence[str], authenticator: Authenticator
+) -> list[Middleware]:
+    """The middleware stack, outermost first (see the module docstring)."""
+    settings = service.settings.server
+    return [
+        Middleware(SanitizedErrorsMiddleware),
+        Middleware(AllowedHostsMiddleware, allowed_hosts=hosts, exempt_paths=PUBLIC_PATHS),
+        cors_middleware(settings.cors_origins, auth_enabled=authenticator.enabled),
+        Middleware(
+            AuthMiddleware,
+            authenticator=authenticator,
+            public_paths=(*PUBLIC_PATHS, *WEB_PAGE_PATHS),
+            failures=failure_bucket(settings.auth_failures_per_minute),
+        ),
+        Middleware(_SessionOwnerMiddleware),
+        # Before the MCP routes' body check, which reads their bodies whole: no body past
+        # the limit is ever buffered.
+        Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
+        Middleware(
+            RateLimitMiddleware,
+            bucket=service.rate_bucket,
+            exempt_paths=PUBLIC_PATHS,
+            mcp_paths=MCP_PATHS,
+            free_paths=(*WEB_PAGE_PATHS, "/tools"),
+        ),
+        Middleware(RpcBodyMiddleware, paths=MCP_PATHS),
+    ]
 
 
 def build_app(
@@ -381,23 +433,7 @@ def build_app(
     routes = _routes(service, mcp_server, StreamableHTTPASGIApp(session_manager))
     routes.extend(_sse_routes(sse_app))
     routes.extend(web_routes(service, mcp_server))
-    middleware = [
-        Middleware(SanitizedErrorsMiddleware),
-        Middleware(AllowedHostsMiddleware, allowed_hosts=hosts, exempt_paths=PUBLIC_PATHS),
-        cors_middleware(settings.cors_origins, auth_enabled=authenticator.enabled),
-        Middleware(
-            AuthMiddleware,
-            authenticator=authenticator,
-            public_paths=(*PUBLIC_PATHS, *WEB_PAGE_PATHS),
-        ),
-        Middleware(_SessionOwnerMiddleware),
-        Middleware(
-            RateLimitMiddleware,
-            bucket=TokenBucket(settings.rate_limit_rps, settings.rate_limit_burst),
-            exempt_paths=PUBLIC_PATHS,
-        ),
-        Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
-    ]
+    middleware = _middleware(service, hosts, authenticator)
     return Starlette(
         routes=routes,
         middleware=middleware,
@@ -441,6 +477,64 @@ class _InFlight(ToolCalls):
             self.done()
 
 
+class _TimedH11Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with read timeouts against slow clients (slowloris).
+
+    A connection must send a request's headers within ``header_timeout`` seconds (from
+    its start, or from the end of the previous response), and may pause no longer than
+    ``body_timeout`` seconds while it sends a body; otherwise it is closed, with one log
+    line (the application sees a disconnect). uvicorn itself only times out idle
+    keep-alive connections.
+    """
+
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._read_timer: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._arm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._disarm()  # uvicorn's keep-alive timer covers the idle gap; data re-arms
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _disarm(self) -> None:
+        timer = getattr(self, "_read_timer", None)
+        if timer is not None:
+            timer.cancel()
+            self._read_timer = None
+
+    def _arm(self) -> None:
+        """(Re)start the timer for what the client owes now: headers or body bytes."""
+        self._disarm()
+        state = self.conn.their_state
+        if state is h11.IDLE and not (self.cycle and not self.cycle.response_complete):
+            self._read_timer = self.loop.call_later(
+                self.header_timeout, self._timed_out, "request headers"
+            )
+        elif state is h11.SEND_BODY:
+            self._read_timer = self.loop.call_later(
+                self.body_timeout, self._timed_out, "request body"
+            )
+
+    def _timed_out(self, what: str) -> None:
+        self._read_timer = None
+        if self.transport.is_closing():
+            return
+        client = f"{self.client[0]}" if self.client else "a client"
+        log.info("closed the connection of %s: no %s within the read timeout", client, what)
+        self.transport.close()
+
+
 class _DrainingServer(uvicorn.Server):
     """uvicorn, with a drain before the shutdown.
 
@@ -457,11 +551,13 @@ class _DrainingServer(uvicorn.Server):
         in_flight: _InFlight,
         drain_seconds: float,
         idle_trim: IdleTrim | None = None,
+        on_drain: Callable[[], None] | None = None,
     ):
         super().__init__(config)
         self.in_flight = in_flight
         self.drain_seconds = drain_seconds
         self.idle_trim = idle_trim
+        self.on_drain = on_drain
         self._drain: tuple[int, float] | None = None  # the signal, the deadline
         self.stopped_by: list[int] = []  # the signals that stopped it
         self._listening = True
@@ -492,7 +588,13 @@ class _DrainingServer(uvicorn.Server):
                 self._listening = False
                 for server in self.servers:
                     server.close()
-                log.info("draining: %d request(s) in flight", self.in_flight.count)
+                log.info(
+                    "draining: %d request(s) in flight, for at most %g s",
+                    self.in_flight.count,
+                    self.drain_seconds,
+                )
+                if self.on_drain is not None:
+                    self.on_drain()
             if self.in_flight.count == 0 or time.monotonic() >= deadline:
                 super().handle_exit(sig, None)
         return await super().on_tick(counter)
@@ -508,21 +610,33 @@ def make_server(
 ) -> uvicorn.Server:
     """A uvicorn server for :func:`build_app` (not started).
 
-    On SIGTERM or SIGINT it stops accepting connections and lets requests in flight
-    finish, for at most ``graceful_timeout`` seconds (default: the search deadline plus
-    5 s); then the streams (``GET /sse``, ``GET /mcp``) end and the app shuts down,
-    whatever still runs 5 s later being cancelled. A second signal skips the wait.
+    On SIGTERM or SIGINT it stops accepting connections, stops the writes (queued ones are
+    refused, a running index run ends at its next file or batch) and lets requests in
+    flight finish, for at most ``graceful_timeout`` seconds (default:
+    ``server.shutdown_grace_seconds``); then the streams (``GET /sse``, ``GET /mcp``) end
+    and the app shuts down, whatever still runs 5 s later being cancelled (with a JSON
+    503). A second signal skips the wait.
     """
+    settings = service.loaded.settings.server
     app = build_app(service, mcp_server=mcp_server, host=host, port=port)
     if graceful_timeout is None:
-        graceful_timeout = service.loaded.settings.server.search_timeout_seconds + 5.0
+        graceful_timeout = settings.shutdown_grace_seconds
     in_flight = _InFlight(app)
+    protocol = type(
+        "TimedH11Protocol",
+        (_TimedH11Protocol,),
+        {
+            "header_timeout": settings.header_timeout_seconds,
+            "body_timeout": settings.body_timeout_seconds,
+        },
+    )
     config = uvicorn.Config(
         in_flight,
         host=host,
         port=port,
         log_config=_log_config(),
         ws="none",
+        http=protocol,
         lifespan="on",
         server_header=False,
         # After the drain only streams remain, and they end at once.
@@ -531,7 +645,9 @@ def make_server(
     idle_trim = IdleTrim(
         in_flight, service.index.release_memory, service.settings.server.idle_trim_seconds
     )
-    return _DrainingServer(config, in_flight, graceful_timeout, idle_trim)
+    return _DrainingServer(
+        config, in_flight, graceful_timeout, idle_trim, on_drain=service.writes.stop
+    )
 
 
 async def serve_http(service: Service, host: str, port: int) -> None:
@@ -542,3 +658,17 @@ async def serve_http(service: Service, host: str, port: int) -> None:
     shown = f"{_host_name('127.0.0.1' if host in _WILDCARD_BINDS else host)}:{port}"
     log.info("MCP at http://%s/mcp, web page at http://%s/", shown, shown)
     await server.serve()
+    # A write told to stop ends at its next file or batch; one that does not end soon
+    # (a long embedding batch) must not keep the process alive for minutes: exit
+    # without it. Committed state is crash-safe, and the next index run redoes the rest.
+    deadline = time.monotonic() + _WRITE_STOP_SECONDS
+    while service.writes.running and time.monotonic() < deadline:
+        await anyio.sleep(0.1)
+    if service.writes.running:
+        log.warning(
+            "a write is still running %g s after the shutdown; exiting without it "
+            "(the next index run completes it)",
+            _WRITE_STOP_SECONDS,
+        )
+        logging.shutdown()
+        os._exit(0)

@@ -102,6 +102,11 @@ class HitOut(ChunkOut):
     rerank_error: str | None = Field(
         None, description="why the reranker failed (the hits keep the fused order); else null"
     )
+    truncated: bool = Field(
+        False,
+        description="the text stops before the end of its document or section (the "
+        "search's max_chars); read on with get_document(offset=end)",
+    )
 
 
 class SearchOut(BaseModel):
@@ -191,6 +196,10 @@ class IndexSummary(BaseModel):
     removed: int
     failed: list[FileProblem]
     warnings: list[FileProblem]
+    skipped: list[FileProblem] = Field(
+        default_factory=list,
+        description="files never read, with the reason (links leading outside the folder)",
+    )
     chunks_embedded: int
     documents: int = Field(description="documents in the corpus after the run")
     chunks: int = Field(description="chunks in the corpus after the run")

@@ -5,19 +5,17 @@
 - :class:`AllowedHostsMiddleware`: DNS-rebinding protection for the plain HTTP routes (the
   MCP SDK checks its own routes the same way).
 - :func:`cors_middleware`: only the configured origins, never ``*`` while auth is on.
-- :class:`TokenBucket` and :class:`RateLimitMiddleware`: per identity (or client IP).
-- :class:`BodyLimitMiddleware`: ``Content-Length`` checked before reading, streamed bodies
-  counted and cut off at the limit.
 - :class:`SanitizedErrorsMiddleware`: any exception becomes ``{"error": "internal error"}``.
 - :func:`safe_relative_path` and :func:`resolve_inside`: user-given file paths that cannot
   leave a corpus folder.
-- :class:`SearchGate`: a cap on concurrent searches and a deadline per search.
 
-Every refusal is JSON ``{"error": "..."}`` and names no internal path.
+Limits on what a request may cost (rate, bodies, searches) are in server/limits.py. Every
+refusal is JSON ``{"error": "..."}`` and names no internal path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import hmac
@@ -25,14 +23,11 @@ import logging
 import math
 import os
 import stat
-import threading
-import time
 import unicodedata
 import warnings
-from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
-from typing import Final, TypeVar, TypeVarTuple
+from typing import Final
 from urllib.parse import unquote
 
 import anyio
@@ -42,77 +37,33 @@ import jwt
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from guaipeca.config import LoadedSettings, ServerSettings, Settings
-from guaipeca.errors import (
-    AuthError,
-    ConfigError,
-    SearchBusyError,
-    SearchTimeoutError,
-    UnsafePathError,
-)
+from guaipeca.config import ServerSettings
+from guaipeca.errors import AuthError, ConfigError, UnsafePathError
+from guaipeca.server.asgi import IDENTITY_SCOPE_KEY, client_ip, error_response, refuse
+from guaipeca.server.limits import TokenBucket
 
 __all__ = [
-    "IDENTITY_SCOPE_KEY",
     "AllowedHostsMiddleware",
     "AuthError",
     "AuthMiddleware",
     "Authenticator",
-    "BodyLimitMiddleware",
-    "RateLimitMiddleware",
     "SanitizedErrorsMiddleware",
-    "SearchBusyError",
-    "SearchGate",
-    "SearchTimeoutError",
-    "TokenBucket",
     "UnsafePathError",
     "cors_middleware",
-    "error_response",
-    "identity_of",
+    "failure_bucket",
     "resolve_inside",
     "safe_relative_path",
-    "search_gate",
 ]
 
 log = logging.getLogger("guaipeca.server")
 
-#: Where :class:`AuthMiddleware` leaves the caller's identity in the ASGI scope.
-IDENTITY_SCOPE_KEY: Final = "guaipeca.identity"
 #: HS256 keys shorter than this are weak (RFC 7518 §3.2); PyJWT warns on every decode.
 _MIN_HMAC_KEY_BYTES: Final = 32
 _MAX_IDENTITY_CHARS: Final = 128
-
-T = TypeVar("T")
-PosArgsT = TypeVarTuple("PosArgsT")
-
-
-def error_response(
-    status_code: int, message: str, headers: dict[str, str] | None = None
-) -> JSONResponse:
-    """The one shape of every refusal: ``{"error": message}``."""
-    return JSONResponse({"error": message}, status_code=status_code, headers=headers)
-
-
-def identity_of(scope: Scope) -> str | None:
-    """The identity :class:`AuthMiddleware` found for this request (None without auth)."""
-    value = scope.get(IDENTITY_SCOPE_KEY)
-    return value if isinstance(value, str) else None
-
-
-async def _refuse(scope: Scope, receive: Receive, send: Send, response: JSONResponse) -> None:
-    """Send a refusal: the response over HTTP; a policy-violation close to a WebSocket
-    (none is served today, but a middleware must not let one slip past)."""
-    if scope["type"] == "websocket":
-        await send({"type": "websocket.close", "code": 1008})
-    else:
-        await response(scope, receive, send)
-
-
-def _client_ip(scope: Scope) -> str:
-    client = scope.get("client")
-    return str(client[0]) if client else "unknown"
 
 
 # -- authentication ----------------------------------------------------------------------
@@ -191,12 +142,29 @@ class Authenticator:
         return f"jwt:#{hashlib.sha256(raw).hexdigest()[:16]}"
 
 
+def failure_bucket(per_minute: int) -> TokenBucket:
+    """The bucket of wrong credentials per client address: ``per_minute`` at once, then
+    refilled at that many a minute."""
+    return TokenBucket(per_minute / 60.0, per_minute)
+
+
+def _too_many(wait: float, what: str) -> JSONResponse:
+    retry = max(1, math.ceil(wait))
+    return error_response(429, f"{what}; retry in {retry} s", {"Retry-After": str(retry)})
+
+
 class AuthMiddleware:
     """Refuses requests without valid credentials (401, ``WWW-Authenticate: Bearer``).
 
     ``public_paths`` (exact paths, e.g. ``/health``) pass without credentials. With auth
     off (:attr:`Authenticator.enabled` false) every request passes. The identity is left
     in the scope under :data:`IDENTITY_SCOPE_KEY`.
+
+    Wrong credentials are throttled per client address (``failures``: a bucket per
+    address, from ``server.auth_failures_per_minute``): once an address has used it up,
+    every request of it that carries credentials gets 429 with ``Retry-After`` *before*
+    they are checked (a right guess must not show through), and the log says so once per
+    episode.
     """
 
     def __init__(
@@ -204,10 +172,32 @@ class AuthMiddleware:
         app: ASGIApp,
         authenticator: Authenticator,
         public_paths: Collection[str] = ("/health",),
+        failures: TokenBucket | None = None,
     ) -> None:
         self.app = app
         self.authenticator = authenticator
         self.public_paths = frozenset(public_paths)
+        self.failures = failures or failure_bucket(20)
+        self._throttled: dict[str, int] = {}  # address -> requests refused this episode
+
+    def _throttle(self, address: str) -> float:
+        wait = self.failures.wait(address)
+        if wait <= 0:
+            if self._throttled.pop(address, 0):
+                log.info("failed-authentication throttle for %s lifted", address)
+            return 0.0
+        if address not in self._throttled:
+            self._throttled[address] = 0
+            log.warning(
+                "throttling authentication from %s: more than %d wrong credentials in a "
+                "minute (server.auth_failures_per_minute)",
+                address,
+                int(self.failures.burst),
+            )
+            while len(self._throttled) > self.failures.max_keys:
+                self._throttled.pop(next(iter(self._throttled)))
+        self._throttled[address] += 1
+        return wait
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -217,14 +207,23 @@ class AuthMiddleware:
         ):
             await self.app(scope, receive, send)
             return
+        address = client_ip(scope)
+        authorization = Headers(scope=scope).get("authorization")
+        if authorization:
+            wait = self._throttle(address)
+            if wait > 0:
+                response = _too_many(wait, "too many failed authentication attempts")
+                await refuse(scope, receive, send, response)
+                return
         try:
-            identity = self.authenticator.authenticate(Headers(scope=scope).get("authorization"))
+            identity = self.authenticator.authenticate(authorization)
         except AuthError as exc:
             challenge = 'Bearer realm="guaipeca"'
             if str(exc) != "missing bearer token":
                 challenge += ', error="invalid_token"'
+                self.failures.take(address)
             response = error_response(401, str(exc), {"WWW-Authenticate": challenge})
-            await _refuse(scope, receive, send, response)
+            await refuse(scope, receive, send, response)
             return
         scope[IDENTITY_SCOPE_KEY] = identity
         await self.app(scope, receive, send)
@@ -265,7 +264,7 @@ class AllowedHostsMiddleware:
         host = Headers(scope=scope).get("host", "")
         if not _host_allowed(host, self.allowed_hosts):
             log.warning("refused a request for host %r (not an allowed host)", host[:100])
-            await _refuse(scope, receive, send, error_response(421, "invalid Host header"))
+            await refuse(scope, receive, send, error_response(421, "invalid Host header"))
             return
         await self.app(scope, receive, send)
 
@@ -309,152 +308,16 @@ def cors_middleware(origins: Sequence[str], *, auth_enabled: bool) -> Middleware
     )
 
 
-# -- rate limit --------------------------------------------------------------------------
-class TokenBucket:
-    """Token buckets per key: ``rate`` tokens a second, at most ``burst`` saved up.
-
-    Each request takes one token; a key's bucket starts full. At most ``max_keys`` buckets
-    are kept: the least recently used one is dropped first (it is forgotten as if full,
-    which only ever errs towards letting a request through).
-    """
-
-    def __init__(
-        self,
-        rate: float,
-        burst: int,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        max_keys: int = 10_000,
-    ) -> None:
-        if not (rate > 0 and math.isfinite(rate)) or burst < 1:
-            raise ValueError("rate must be > 0 and burst >= 1")
-        self.rate = float(rate)
-        self.burst = float(burst)
-        self.clock = clock
-        self.max_keys = max_keys
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # tokens, when
-
-    def take(self, key: str) -> float:
-        """Take one token for ``key``: 0.0 if granted, else seconds until one is free."""
-        now = self.clock()
-        tokens, then = self._buckets.pop(key, (self.burst, now))
-        tokens = min(self.burst, tokens + (now - then) * self.rate)
-        if tokens >= 1.0:
-            self._buckets[key] = (tokens - 1.0, now)
-            wait = 0.0
-        else:
-            self._buckets[key] = (tokens, now)
-            wait = (1.0 - tokens) / self.rate
-        while len(self._buckets) > self.max_keys:
-            self._buckets.popitem(last=False)
-        return wait
-
-
-class RateLimitMiddleware:
-    """429 with ``Retry-After`` (whole seconds, at least 1) once a caller's bucket is empty.
-
-    The caller is the identity :class:`AuthMiddleware` found, else the client IP.
-    """
-
-    def __init__(
-        self, app: ASGIApp, bucket: TokenBucket, exempt_paths: Collection[str] = ("/health",)
-    ) -> None:
-        self.app = app
-        self.bucket = bucket
-        self.exempt_paths = frozenset(exempt_paths)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope["path"] in self.exempt_paths:
-            await self.app(scope, receive, send)
-            return
-        key = identity_of(scope) or f"ip:{_client_ip(scope)}"
-        wait = self.bucket.take(key)
-        if wait > 0:
-            retry = max(1, math.ceil(wait))
-            response = error_response(
-                429,
-                f"too many requests; retry in {retry} s",
-                {"Retry-After": str(retry)},
-            )
-            await _refuse(scope, receive, send, response)
-            return
-        await self.app(scope, receive, send)
-
-
-# -- body size ---------------------------------------------------------------------------
-class BodyLimitMiddleware:
-    """413 for bodies over ``max_bytes``.
-
-    A declared ``Content-Length`` over the limit is refused before any byte is read; a
-    streamed (chunked) body is counted as it arrives and cut off at the limit: the client
-    gets 413 and the application sees a disconnect (whatever it sends after is dropped).
-    """
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = Headers(scope=scope).get("content-length")
-        if declared is not None:
-            try:
-                size = int(declared)
-            except ValueError:
-                size = -1
-            if size < 0:
-                await error_response(400, "invalid Content-Length")(scope, receive, send)
-                return
-            if size > self.max_bytes:
-                await self._too_large(scope, receive, send)
-                return
-
-        received = 0
-        cut_off = False
-        started = False
-
-        async def guarded_send(message: Message) -> None:
-            nonlocal started
-            if cut_off:
-                return  # the 413 has been sent: drop the application's late answer
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        async def counting_receive() -> Message:
-            nonlocal received, cut_off
-            if cut_off:
-                return {"type": "http.disconnect"}
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    if not started:
-                        await self._too_large(scope, receive, send)
-                    cut_off = True
-                    return {"type": "http.disconnect"}
-            return message
-
-        try:
-            await self.app(scope, counting_receive, guarded_send)
-        except Exception:
-            if not cut_off:
-                raise
-            # The application may fail on the disconnect it was handed; the client has
-            # its 413 already.
-
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
-        limit = self.max_bytes
-        shown = f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit} bytes"
-        await error_response(413, f"request body too large (limit {shown})")(scope, receive, send)
-
-
 # -- errors ------------------------------------------------------------------------------
 class SanitizedErrorsMiddleware:
     """Any exception becomes a 500 ``{"error": "internal error"}``; the traceback goes to
-    the log (stderr), never to the client, so no internal path leaks."""
+    the log (stderr), never to the client, so no internal path leaks.
+
+    Two endings are not errors and log one line, no traceback: a client that disconnects
+    before its body is read, and a request cancelled by the server's shutdown (after the
+    drain): it gets a JSON 503 if nothing was sent yet, and a started stream (SSE) is
+    ended cleanly.
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -463,18 +326,38 @@ class SanitizedErrorsMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
+        started = finished = False
 
         async def watching_send(message: Message) -> None:
-            nonlocal started
+            nonlocal started, finished
+            if finished:
+                # A late answer after a completed one: the SDK's SSE endpoint returns an
+                # empty response once its stream has ended (at shutdown, say).
+                return
             if message["type"] == "http.response.start":
                 started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                finished = True
             await send(message)
 
+        where = f"{scope.get('method')} {str(scope.get('path'))[:200]}"
         try:
             await self.app(scope, receive, watching_send)
+        except ClientDisconnect:
+            log.info("client disconnected during %s", where)
+        except anyio.get_cancelled_exc_class():
+            # uvicorn cancels what still runs once the shutdown's grace is over.
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                if not started:
+                    log.info("shutting down: %s cancelled", where)
+                    await error_response(503, "the server is shutting down; retry later")(
+                        scope, receive, send
+                    )
+                elif not finished:
+                    log.info("shutting down: closed the stream of %s", where)
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
         except Exception:
-            log.exception("unhandled error on %s %s", scope.get("method"), scope.get("path"))
+            log.exception("unhandled error on %s", where)
             if not started:
                 await error_response(500, "internal error")(scope, receive, send)
             # else: the response is half sent; the server closes the connection.
@@ -548,91 +431,3 @@ def resolve_inside(
     if target.suffix.lower() not in extensions:  # a symlink to another type of file
         raise not_found
     return target
-
-
-# -- searches: concurrency cap and deadline ----------------------------------------------
-class SearchGate:
-    """At most ``max_concurrent`` searches at once, each with a deadline.
-
-    :meth:`run` waits up to ``timeout`` seconds for a free slot (else
-    :class:`SearchBusyError`), then runs the blocking ``fn`` in a worker thread so the
-    event loop never blocks, for up to ``timeout`` seconds (else
-    :class:`SearchTimeoutError`). A search that overruns is abandoned, not killed (Python
-    threads cannot be): it keeps its slot until its thread really ends, so the cap holds
-    for the CPU, not only for the callers.
-    """
-
-    def __init__(self, max_concurrent: int, timeout: float) -> None:
-        if max_concurrent < 1 or not (timeout > 0 and math.isfinite(timeout)):
-            raise ValueError("max_concurrent must be >= 1 and timeout > 0")
-        self.max_concurrent = max_concurrent
-        self.timeout = float(timeout)
-        self._limiter = anyio.CapacityLimiter(max_concurrent)
-
-    @property
-    def running(self) -> int:
-        """Searches holding a slot now (abandoned ones included)."""
-        return int(self._limiter.borrowed_tokens)
-
-    async def run(self, fn: Callable[[*PosArgsT], T], *args: *PosArgsT) -> T:
-        """``fn(*args)`` in a worker thread, within the cap and the deadline.
-
-        Raises:
-            SearchBusyError: no slot became free within the deadline.
-            SearchTimeoutError: ``fn`` did not finish within the deadline.
-            Exception: whatever ``fn`` raised.
-        """
-        holder = object()
-        try:
-            with anyio.fail_after(self.timeout):
-                await self._limiter.acquire_on_behalf_of(holder)
-        except TimeoutError:
-            raise SearchBusyError(
-                f"the server is busy: {self.running} searches are running; retry in a moment"
-            ) from None
-
-        # Who gives the slot back: the worker thread when it ran `fn` (even after the
-        # caller gave up on it), else this task (the thread never started).
-        lock = threading.Lock()
-        state = ["pending"]
-
-        def release_from_thread() -> None:
-            try:
-                anyio.from_thread.run_sync(self._limiter.release_on_behalf_of, holder)
-            except Exception:  # the event loop is gone (shutting down): nothing to free
-                log.debug("search slot not released: event loop closed", exc_info=True)
-
-        def work() -> T:
-            with lock:
-                if state[0] == "abandoned":  # the caller left first; nobody waits
-                    raise RuntimeError("search abandoned before it started")
-                state[0] = "running"
-            try:
-                return fn(*args)
-            finally:
-                release_from_thread()
-
-        try:
-            with anyio.fail_after(self.timeout):
-                return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
-        except TimeoutError:
-            raise SearchTimeoutError(
-                f"search took longer than {self.timeout:g} s; "
-                "retry with a narrower query or smaller top_k"
-            ) from None
-        finally:
-            with lock:
-                never_started = state[0] == "pending"
-                state[0] = "abandoned" if never_started else state[0]
-            if never_started:
-                self._limiter.release_on_behalf_of(holder)
-
-
-def search_gate(settings: ServerSettings | Settings | LoadedSettings) -> SearchGate:
-    """A :class:`SearchGate` from ``server.max_concurrent_searches`` and
-    ``server.search_timeout_seconds``."""
-    if isinstance(settings, LoadedSettings):
-        settings = settings.settings
-    if isinstance(settings, Settings):
-        settings = settings.server
-    return SearchGate(settings.max_concurrent_searches, settings.search_timeout_seconds)

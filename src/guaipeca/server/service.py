@@ -1,24 +1,19 @@
 """What the MCP tools act on (server/tools/): the open index, the loaded settings, the
-configured corpora and their folders, and the checks every path and file name an agent sends
-goes through before anything touches the disk.
+configured corpora and their folders (names and paths are checked in server/files.py).
 
 Thread-safe: tools call it from worker threads. Writes (re-index, upload, delete) take one
 lock; reads never wait for it.
 """
 
-import base64
-import binascii
 import contextlib
 import dataclasses
-import fnmatch
+import functools
 import hashlib
 import logging
 import os
 import re
-import secrets
 import threading
 import time
-import unicodedata
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -32,11 +27,22 @@ from guaipeca.errors import (
     GuaipecaError,
     InvalidArgumentError,
     NotFoundError,
+    StoppedError,
 )
 from guaipeca.index import Index
-from guaipeca.ingest import ConversionCache, SyncReport, cache_key, sync_folder
+from guaipeca.ingest import ConversionCache, SyncReport, cache_key, contained, sync_folder
 from guaipeca.progress import RoundLog
+from guaipeca.server.files import (
+    check_name,
+    check_subfolder,
+    check_upload,
+    existing_is_same,
+    fsync_dir,
+    real_path,
+    write_upload,
+)
 from guaipeca.server.idle import ToolCalls
+from guaipeca.server.limits import TokenBucket
 from guaipeca.server.schema import (
     BrokenCorpus,
     ChunkOut,
@@ -54,135 +60,12 @@ from guaipeca.server.schema import (
     UploadOut,
     chunk_fields,
 )
+from guaipeca.server.writes import WriteQueue
 from guaipeca.types import Chunk, Hit, IndexStats
 
-__all__ = ["MAX_NAME_BYTES", "MAX_SUBFOLDER_DEPTH", "Service", "check_name", "check_subfolder"]
+__all__ = ["Service"]
 
 log = logging.getLogger("guaipeca.server")
-
-#: Longest file name component, in UTF-8 bytes (the limit of common file systems).
-MAX_NAME_BYTES = 255
-#: Deepest subfolder an upload may name.
-MAX_SUBFOLDER_DEPTH = 16
-
-_PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
-# Control, format (e.g. right-to-left override), private-use, surrogate, unassigned and
-# line/paragraph separator characters: invisible or misleading in a file name.
-_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp"})
-
-
-# -- names and paths -------------------------------------------------------------------
-def _name_problem(name: str) -> str | None:
-    if "/" in name or "\\" in name:
-        return "it must not contain '/' or '\\'"
-    if any(unicodedata.category(c) in _BAD_CATEGORIES for c in name):
-        return "it must not contain control or invisible characters"
-    if ".." in name:
-        return "it must not contain '..'"
-    if name.startswith("."):
-        return "hidden names (starting with '.') are not allowed"
-    if name != name.strip():
-        return "it must not start or end with a space"
-    if _PERCENT_ESCAPE.search(name):
-        return "it must not contain percent-escapes such as %2e"
-    return None
-
-
-def check_name(raw: object, what: str = "filename") -> str:
-    """A plain file or folder name, NFC-normalised.
-
-    Checked both as NFC and as NFKC, so look-alikes that compatibility-normalise to a
-    separator or a dot (full-width '／', '．．', the two-dot leader) are refused too.
-
-    Raises:
-        InvalidArgumentError: empty, too long, a path, hidden, or with invisible characters.
-    """
-    if not isinstance(raw, str) or not raw:
-        raise InvalidArgumentError(f"{what} must be a non-empty name")
-    name = unicodedata.normalize("NFC", raw)
-    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
-        raise InvalidArgumentError(f"{what} is longer than {MAX_NAME_BYTES} bytes")
-    for form in (name, unicodedata.normalize("NFKC", name)):
-        problem = _name_problem(form)
-        if problem is not None:
-            raise InvalidArgumentError(f"{what} {raw!r:.80} is not a plain name: {problem}")
-    return name
-
-
-def check_subfolder(raw: object) -> tuple[str, ...]:
-    """A relative folder path written with '/', as checked names.
-
-    Raises:
-        InvalidArgumentError: absolute, with '..', '\\', empty or hidden parts, or too deep.
-    """
-    if not isinstance(raw, str) or not raw.strip("/"):
-        raise InvalidArgumentError("subfolder must be a relative folder path such as 'notes/2024'")
-    if raw.startswith("/"):
-        raise InvalidArgumentError(f"subfolder {raw!r:.80} must be relative, not absolute")
-    parts = raw.strip("/").split("/")
-    if len(parts) > MAX_SUBFOLDER_DEPTH:
-        raise InvalidArgumentError(f"subfolder is deeper than {MAX_SUBFOLDER_DEPTH} folders")
-    return tuple(check_name(p, "subfolder part") for p in parts)
-
-
-def _excluded(rel: str, patterns: list[str]) -> bool:
-    # The same rule as the folder walk of ingest: a file or any of its folders may match.
-    parts = rel.split("/")
-    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-    return any(
-        fnmatch.fnmatch(p, pat) or fnmatch.fnmatch(p + "/", pat)
-        for p in prefixes
-        for pat in patterns
-    )
-
-
-def _real(path: Path) -> Path:
-    return Path(os.path.realpath(path))
-
-
-def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):  # not every file system lets a folder be synced
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _write_new(target: Path, data: bytes, *, overwrite: bool, shown: str) -> bool:
-    """Write ``data`` to ``target`` atomically (temp file, fsync, rename); True if it
-    replaced a file. Without ``overwrite`` an existing file is never clobbered, even one
-    created meanwhile: the temp file is hard-linked into place, which fails if it exists."""
-    exists_error = InvalidArgumentError(
-        f"{shown} already exists; pass overwrite: true to replace it"
-    )
-    # Hidden and with a suffix no corpus indexes, so a concurrent folder scan skips it.
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.upload")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(tmp, flags, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        existed = os.path.lexists(target)
-        if overwrite:
-            os.replace(tmp, target)
-        else:
-            try:
-                os.link(tmp, target)
-            except FileExistsError:
-                raise exists_error from None
-            except OSError:
-                # A file system without hard links: check, then rename (a small race).
-                if os.path.lexists(target):
-                    raise exists_error from None
-                os.replace(tmp, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    _fsync_dir(target.parent)
-    return existed
 
 
 # -- the service -------------------------------------------------------------------------
@@ -201,9 +84,17 @@ class Service:
         self._running: tuple[str, float] | None = None
         #: Tool calls running and done, for giving memory back when idle (server/idle.py).
         self.tool_calls = ToolCalls()
+        #: Requests and tool calls per caller (the HTTP rate limit and the tools share it).
+        self.rate_bucket = TokenBucket(
+            loaded.settings.server.rate_limit_rps, loaded.settings.server.rate_limit_burst
+        )
+        #: Where writes (index, upload, delete) wait their turn (server/writes.py).
+        self.writes = WriteQueue(
+            loaded.settings.server.max_queued_writes, loaded.settings.server.max_writes_per_caller
+        )
         self._corpora = {c.name: c for c in loaded.settings.corpora}
-        self._roots = {c.name: _real(c.path) for c in loaded.settings.corpora}
-        self._data_dir = _real(loaded.data_dir)
+        self._roots = {c.name: real_path(c.path) for c in loaded.settings.corpora}
+        self._data_dir = real_path(loaded.data_dir)
         self._replacements = self._path_replacements()
         for c in loaded.settings.corpora:
             if c.name in index.corpora:
@@ -278,7 +169,7 @@ class Service:
         given = Path(path)
         if not given.is_absolute():
             return given.as_posix(), corpus
-        real = _real(given)
+        real = real_path(given)
         names = [corpus] if corpus is not None else list(self._roots)
         for name in names:
             root = self._roots.get(name)
@@ -361,6 +252,7 @@ class Service:
                 wait=False,  # searchable by keyword now; embedded in the background
                 limits=FileLimits(**self.settings.limits.model_dump()),
                 ocr=OcrOptions.from_settings(self.settings.ocr, conf.language),
+                stop=self.writes.stopping,
             )
             self.index.set_corpus_weight(conf.name, conf.weight)
         finally:
@@ -398,6 +290,7 @@ class Service:
             removed=report.removed,
             failed=problems(report.failed),
             warnings=problems(report.warnings),
+            skipped=problems(report.skipped),
             chunks_embedded=report.chunks_embedded,
             documents=stats.documents if stats else 0,
             chunks=stats.chunks if stats else 0,
@@ -421,6 +314,7 @@ class Service:
             embedded=hit.embedded,
             highlights=[list(h) for h in hit.highlights],
             rerank_error=hit.rerank_error,
+            truncated=hit.truncated,
         )
 
     def status(self) -> StatusOut:
@@ -531,8 +425,22 @@ class Service:
             )
         return conf
 
+    def check_served(self, corpus: str, doc_id: str, source_path: str | None) -> None:
+        """Refuse a document whose file leads outside its corpus folder (a link indexed by
+        a version before links were checked): its text is never served.
+
+        Raises:
+            NotFoundError: the file is such a link.
+        """
+        root = self._roots.get(corpus)
+        if source_path is None or root is None or not os.path.isabs(source_path):
+            return
+        path = Path(source_path)
+        if os.path.lexists(path) and contained(path, root, [self._data_dir])[0] is None:
+            raise NotFoundError(f"no document {doc_id!r:.200} in corpus {corpus!r}")
+
     def _inside(self, corpus: str, root: Path, path: Path) -> None:
-        real = _real(path)
+        real = real_path(path)
         if not real.is_relative_to(root) or real.is_relative_to(self._data_dir):
             raise InvalidArgumentError(f"that path is outside the folder of corpus {corpus!r}")
 
@@ -561,32 +469,12 @@ class Service:
         rel = PurePosixPath(*parts, name).as_posix()
         ext = PurePosixPath(name).suffix.lower()
         accepted = [e for e in up.allowed_extensions if e in conf.extensions]
-        if ext not in accepted:
-            shown = f"{ext!r}" if ext else "(no extension)"
-            raise InvalidArgumentError(
-                f"file type {shown} is not accepted in corpus {corpus!r} "
-                f"(accepted: {', '.join(accepted) or 'none'})"
-            )
-        if conf.exclude and _excluded(rel, conf.exclude):
-            raise InvalidArgumentError(
-                f"{rel!r} matches an exclude pattern of corpus {corpus!r}, so it would "
-                "never be indexed"
-            )
-        if len(data) > up.max_file_size:
-            raise InvalidArgumentError(_too_large(len(data), up.max_file_size))
-        if not data:
-            raise InvalidArgumentError("the file is empty")
+        check_upload(rel, ext, data, corpus, accepted, conf.exclude, up.max_file_size)
         root = self.corpus_root(corpus)
         target = root.joinpath(*parts, name)
         self._inside(corpus, root, target.parent)
-        shown = f"{rel!r} in corpus {corpus!r}"
-        if os.path.lexists(target):
-            if not overwrite:
-                raise InvalidArgumentError(
-                    f"{shown} already exists; pass overwrite: true to replace it"
-                )
-            if target.is_symlink() or not target.is_file():
-                raise InvalidArgumentError(f"{shown} exists and is not a regular file")
+        shown = f"{rel!r:.300} in corpus {corpus!r}"
+        same = existing_is_same(target, data, overwrite=overwrite, shown=shown)
         try:
             converted = convert_bytes(data, ext, name=name, max_bytes=up.max_file_size, ocr=ocr)
         except ConversionError as exc:
@@ -594,18 +482,21 @@ class Service:
                 f"{name!r} cannot be read as a {ext} file: {exc}; nothing was written"
             ) from None
         sha = hashlib.sha256(data).hexdigest()
-        target.parent.mkdir(parents=True, exist_ok=True)
-        self._inside(corpus, root, target.parent)  # a folder swapped for a link meanwhile
-        replaced = _write_new(target, data, overwrite=overwrite, shown=shown)
+        # The folder is checked again once made: one swapped for a link meanwhile.
+        inside = functools.partial(self._inside, corpus, root)
+        replaced = (
+            False
+            if same
+            else write_upload(target, data, overwrite=overwrite, shown=shown, made=inside)
+        )
         log.info("upload: wrote %s (%d bytes) into corpus %s", rel, len(data), corpus)
         # Keep the conversion, so the indexing run below need not convert again.
         ConversionCache(self.loaded.data_dir / "converted", cache_key(ocr)).put(sha, converted)
-        indexed = None
-        if up.auto_index if index is None else index:
-            try:
-                indexed = self.summary(self.reindex(corpus))
-            except GuaipecaError as exc:
-                raise GuaipecaError(f"{shown} was saved, but indexing failed: {exc}") from exc
+        indexed = (
+            self._index_upload(corpus, shown)
+            if (up.auto_index if index is None else index)
+            else None
+        )
         return UploadOut(
             corpus=corpus,
             doc_id=rel,
@@ -616,6 +507,17 @@ class Service:
             warnings=list(converted.warnings),
             indexed=indexed,
         )
+
+    def _index_upload(self, corpus: str, shown: str) -> IndexSummary:
+        try:
+            return self.summary(self.reindex(corpus))
+        except StoppedError as exc:
+            raise StoppedError(
+                f"{shown} was saved, but the server is shutting down before it was indexed; "
+                "send it again once the server is back (the same bytes are accepted)"
+            ) from exc
+        except GuaipecaError as exc:
+            raise GuaipecaError(f"{shown} was saved, but indexing failed: {exc}") from exc
 
     def delete(self, corpus: str, doc_id: str, *, index: bool = True) -> DeleteOut:
         """Remove a document from the index (unless ``index`` is false: then the next
@@ -633,7 +535,7 @@ class Service:
             deleted = False
             if path is not None and os.path.lexists(path):
                 path.unlink()
-                _fsync_dir(path.parent)
+                fsync_dir(path.parent)
                 deleted = True
                 log.info("delete: removed %s from corpus %s", doc_id, corpus)
             removed = index and self.index.delete_document(doc_id, corpus=corpus)
@@ -651,40 +553,12 @@ class Service:
         if not parts or doc_id.startswith("/") or any(p in ("", ".", "..") for p in parts):
             return None
         candidate = root.joinpath(*parts)
-        parent = _real(candidate.parent)
+        parent = real_path(candidate.parent)
         if not parent.is_relative_to(root) or parent.is_relative_to(self._data_dir):
             return None
         source = Path(source_path)
-        if _real(source.parent) / source.name != parent / candidate.name:
+        if real_path(source.parent) / source.name != parent / candidate.name:
             return None
         if os.path.lexists(candidate) and not (candidate.is_symlink() or candidate.is_file()):
             return None
         return parent / candidate.name
-
-
-def _too_large(size: int, limit: int) -> str:
-    return f"the file is {size:,} bytes; the limit is {limit:,} bytes ({_human(limit)})"
-
-
-def _human(size: int) -> str:
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}"
-    return f"{size} bytes"
-
-
-def decode_base64(content: str, limit: int) -> bytes:
-    """Decode strict base64, refusing an oversized payload before decoding it."""
-    text = content.strip()
-    # 4 characters carry 3 bytes: anything longer than this cannot fit the limit.
-    if len(text) > 4 * -(-limit // 3):
-        raise InvalidArgumentError(
-            f"the file is about {len(text) * 3 // 4:,} bytes; "
-            f"the limit is {limit:,} bytes ({_human(limit)})"
-        )
-    try:
-        return base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise InvalidArgumentError(
-            "content_base64 is not valid base64 (standard alphabet with padding, no line breaks)"
-        ) from None

@@ -36,10 +36,12 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from guaipeca.errors import GuaipecaError, NotFoundError
-from guaipeca.server.security import error_response
+from guaipeca.errors import GuaipecaError, NotFoundError, StoppedError, WriteQueueFullError
+from guaipeca.server.asgi import error_response
+from guaipeca.server.limits import json_body
 from guaipeca.server.service import Service
 from guaipeca.server.webrender import MAX_RENDER_CHARS, render_markdown
+from guaipeca.server.writes import WRITE_TOOLS, current_caller
 
 __all__ = ["WEB_PAGE_PATHS", "web_routes"]
 
@@ -144,13 +146,16 @@ def web_routes(service: Service, server: MCPServer[Any]) -> list[BaseRoute]:
         if name not in tool_names:
             return error_response(404, f"no tool named {name[:60]!r}")
         try:
-            arguments = await request.json()
+            arguments = json_body(await request.body())
         except ClientDisconnect:
             raise
-        except ValueError:
-            return error_response(400, "the body is not valid JSON")
+        except ValueError as exc:
+            return error_response(400, str(exc))
         if not isinstance(arguments, dict):
             return error_response(400, "the body must be a JSON object of tool arguments")
+        refused = service.writes.refusal(current_caller()) if name in WRITE_TOOLS else None
+        if refused is not None:  # the write queue is full for this caller: an HTTP 429
+            return error_response(429, str(refused), {"Retry-After": str(refused.retry_after)})
         try:
             result = await server.call_tool(name, arguments)
         except (ToolError, MCPError) as exc:
@@ -216,7 +221,11 @@ def web_routes(service: Service, server: MCPServer[Any]) -> list[BaseRoute]:
             overwrite=query.get("overwrite", "").lower() in _TRUE,
         )
         try:
-            out = await anyio.to_thread.run_sync(save)
+            out = await service.writes.run(save)
+        except WriteQueueFullError as exc:
+            return error_response(429, str(exc), {"Retry-After": str(exc.retry_after)})
+        except StoppedError as exc:
+            return error_response(503, service.sanitise(str(exc)))
         except GuaipecaError as exc:
             return error_response(400, service.sanitise(str(exc)))
         return JSONResponse(out.model_dump(mode="json"))

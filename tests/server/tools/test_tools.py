@@ -23,6 +23,7 @@ from guaipeca.config import LoadedSettings, load_settings
 from guaipeca.embed import HashingEmbedder
 from guaipeca.ingest import SyncReport
 from guaipeca.server import Service, build_server
+from guaipeca.server import files as files_module
 from guaipeca.server import service as service_module
 
 GUIDE = (
@@ -50,6 +51,7 @@ TOOLS = {
             "return_mode",
             "section_mode",
             "section_filter",
+            "max_chars",
         },
         True,
         False,
@@ -720,12 +722,12 @@ async def test_upload_refuses_what_the_settings_do_not_allow_and_writes_nothing(
 
 def test_check_name_normalises_to_nfc_and_keeps_plain_unicode_names() -> None:
     decomposed = "Relato\u0301rio.md"  # NFD, as macOS writes it
-    assert service_module.check_name(decomposed) == "Relatório.md"
-    assert service_module.check_name("ação fiscal 2024.md") == "ação fiscal 2024.md"
-    assert service_module.check_name("日本語.pdf") == "日本語.pdf"
+    assert files_module.check_name(decomposed) == "Relatório.md"
+    assert files_module.check_name("ação fiscal 2024.md") == "ação fiscal 2024.md"
+    assert files_module.check_name("日本語.pdf") == "日本語.pdf"
     with pytest.raises(InvalidArgumentError, match="not a plain name"):
-        service_module.check_name("a\u2215b.md".replace("\u2215", "\uff0f"))
-    assert service_module.check_subfolder("notes/2024/") == ("notes", "2024")
+        files_module.check_name("a\u2215b.md".replace("\u2215", "\uff0f"))
+    assert files_module.check_subfolder("notes/2024/") == ("notes", "2024")
 
 
 # -- delete --------------------------------------------------------------------------------

@@ -158,10 +158,17 @@ def test_raw_upload_indexes_the_file(http: httpx2.Client, web_root: Path) -> Non
     assert (web_root / "inbox" / "surveys" / "lichen.md").read_bytes() == body
     found = call(http, "search", {"query": "xanthoria", "mode": "keyword", "corpora": ["inbox"]})
     assert found.json()["hits"][0]["doc_id"] == "surveys/lichen.md"
+    # The same bytes again (a retry) are accepted; other bytes under the name are not.
     again = http.put(
         "/api/upload?corpus=inbox&filename=lichen.md&subfolder=surveys", content=body, headers=AUTH
     )
-    assert again.status_code == 400 and "already exists" in again.json()["error"]
+    assert again.status_code == 200 and again.json()["replaced"] is False
+    other = http.put(
+        "/api/upload?corpus=inbox&filename=lichen.md&subfolder=surveys",
+        content=body + b"More.\n",
+        headers=AUTH,
+    )
+    assert other.status_code == 400 and "already exists" in other.json()["error"]
 
 
 @pytest.mark.parametrize(

@@ -269,11 +269,15 @@ def test_upload_saves_indexes_and_finds_the_file(browser: WebDriver, web_root: P
     saved = web_root / "inbox" / "surveys" / "2026" / "pond-survey.md"
     assert saved.read_bytes() == note.read_bytes()
 
-    # The same file again: refused with a clear message, nothing replaced.
+    # Another file of the same name: refused with a clear message, nothing replaced (the
+    # same bytes again would be accepted: a retry of an interrupted upload).
+    first = note.read_bytes()
+    note.write_text(note.read_text(encoding="utf-8") + "\nA heron too.\n", encoding="utf-8")
     browser.find_element(By.ID, "upload-file").send_keys(str(note))
     browser.find_element(By.ID, "upload-subfolder").send_keys("surveys/2026")
     browser.find_element(By.ID, "upload-button").click()
     assert "already exists" in visible(browser, "#message").text
+    assert saved.read_bytes() == first
 
     hits = search(browser, "natterjack toads")
     assert hits[0].find_element(By.CSS_SELECTOR, ".where").text == (

@@ -17,8 +17,8 @@ from guaipeca import agentic
 from guaipeca.agentic import CONTENT_TYPES, NeighborSpan, RelatedHit, build_filter, search_depth
 from guaipeca.enrich import Enrichment
 from guaipeca.index import MAX_QUERY_CHARS, MAX_TOP_K
+from guaipeca.server.limits import SearchGate
 from guaipeca.server.schema import ChunkOut, HitOut
-from guaipeca.server.security import SearchGate
 from guaipeca.server.service import Service
 from guaipeca.server.tools.common import (
     READ_ONLY,

@@ -31,15 +31,19 @@ from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 
 from guaipeca.errors import GuaipecaError, InvalidArgumentError
+from guaipeca.server.limits import rate_counted, too_many_requests
 from guaipeca.server.service import (
     Service,
 )
+from guaipeca.server.writes import STDIO, current_caller
 
 __all__ = [
     "INSTRUCTIONS",
     "READ_ONLY",
     "TOOL_MAX_CHUNK_IDS",
+    "TOOL_MAX_RESULT_CHARS",
     "TOOL_MAX_TOP_K",
+    "TOOL_RESULT_CHARS",
     "WHERE_DOC",
     "Registrar",
     "ToolServer",
@@ -56,6 +60,11 @@ log = logging.getLogger("guaipeca.server")
 TOOL_MAX_TOP_K = 100
 #: Most chunk ids one get_chunk call takes.
 TOOL_MAX_CHUNK_IDS = 100
+#: Characters of widened text (documents, sections) one search returns by default, and at
+#: most: 5 MB of documents in one answer (sent twice over MCP, as text and as structured
+#: content) helps no agent.
+TOOL_RESULT_CHARS = 40_000
+TOOL_MAX_RESULT_CHARS = 400_000
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -175,6 +184,14 @@ def guard(service: Service, fn: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awa
 
     @functools.wraps(fn)
     async def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        who = current_caller()
+        # Over MCP the tool call takes the caller's rate-limit token here, as a tool error
+        # (a 429 on the POST would end a legacy SSE session); the web API's request took
+        # it already, and stdio (one local agent) has no limit.
+        if who != STDIO and not rate_counted.get():
+            wait = service.rate_bucket.take(who)
+            if wait > 0:
+                raise ToolError(too_many_requests(wait))
         service.tool_calls.started()
         try:
             return await fn(*args, **kwargs)

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from guaipeca.errors import InvalidArgumentError
 from guaipeca.ingest import SyncReport
+from guaipeca.server.files import MAX_NAME_BYTES, decode_base64
 from guaipeca.server.schema import (
     DeleteOut,
     FoldersOut,
@@ -16,7 +17,7 @@ from guaipeca.server.schema import (
     StatusOut,
     UploadOut,
 )
-from guaipeca.server.service import MAX_NAME_BYTES, Service, decode_base64
+from guaipeca.server.service import Service
 from guaipeca.server.tools.common import (
     READ_ONLY,
     Registrar,
@@ -59,8 +60,9 @@ def register_index(tool: Registrar, service: Service) -> None:
         indexed, deleted files leave the index. Returns a summary per corpus (added,
         changed, unchanged, removed, failed files with reasons, totals, seconds).
 
-        Incremental and safe to repeat. Searches keep answering while it runs; a second
-        write waits for the first (status shows a run in progress).
+        Incremental and safe to repeat. Searches keep answering while it runs; writes
+        (index, upload, delete) run one at a time, and a caller with too many of them
+        queued is told when to retry (status shows a run in progress).
         """
         configured = [c.name for c in service.settings.corpora]
         every = corpus is None or (corpus == "all" and "all" not in configured)
@@ -73,7 +75,7 @@ def register_index(tool: Registrar, service: Service) -> None:
                 service.corpus_root(name)  # every folder checked before any run starts
             return [service.reindex(name, force=force) for name in names]
 
-        reports = await in_thread(run)
+        reports = await service.writes.run(run)
         return IndexOut(corpora=[service.summary(r) for r in reports])
 
 
@@ -171,7 +173,7 @@ def register_upload(tool: Registrar, service: Service) -> None:
                 corpus, filename, data, subfolder=subfolder, overwrite=overwrite, index=index
             )
 
-        return await in_thread(save)
+        return await service.writes.run(save)
 
 
 def register_delete(tool: Registrar, service: Service) -> None:
@@ -219,4 +221,6 @@ def register_delete(tool: Registrar, service: Service) -> None:
 
         Only in corpora that accept uploads. Give doc_id (or filename)."""
         name = one_of("doc_id", doc_id, "filename", filename)
-        return await in_thread(functools.partial(service.delete, corpus, name, index=index))
+        return await service.writes.run(
+            functools.partial(service.delete, corpus, name, index=index)
+        )

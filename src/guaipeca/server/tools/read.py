@@ -127,6 +127,9 @@ def register_get_document(tool: Registrar, service: Service) -> None:
         """
         doc_id, corpus = document_named(service, doc_id, "source_path", source_path, corpus)
         doc = await in_thread(functools.partial(idx.get_document, doc_id, corpus=corpus))
+        await in_thread(
+            functools.partial(service.check_served, doc.corpus, doc.doc_id, doc.source_path)
+        )
         end = min(len(doc.text), offset + max_chars)
         start = min(offset, end)
         truncated = end < len(doc.text)

@@ -2,21 +2,22 @@
 
 # No `from __future__ import annotations` here: the SDK evaluates each tool's annotations when
 # it is registered, and they name this function's live locals (settings, limits).
-import functools
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from guaipeca.errors import InvalidArgumentError
 from guaipeca.index import MAX_QUERY_CHARS
+from guaipeca.server.limits import SearchGate
 from guaipeca.server.schema import (
     SearchOut,
 )
-from guaipeca.server.security import SearchGate
 from guaipeca.server.service import Service
 from guaipeca.server.tools.common import (
     READ_ONLY,
+    TOOL_MAX_RESULT_CHARS,
     TOOL_MAX_TOP_K,
+    TOOL_RESULT_CHARS,
     WHERE_DOC,
     Registrar,
 )
@@ -107,6 +108,16 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
                 "heading_path or its full heading_trail, e.g. 'Manual > Installation > Linux').",
             ),
         ] = None,
+        max_chars: Annotated[
+            int,
+            Field(
+                ge=1,
+                le=TOOL_MAX_RESULT_CHARS,
+                description="documents and section modes: most characters of text in all "
+                "the hits together; a hit cut short has truncated: true (read on with "
+                "get_document from its end).",
+            ),
+        ] = TOOL_RESULT_CHARS,
     ) -> SearchOut:
         """Search the indexed documents and return the best passages, best first.
 
@@ -116,12 +127,12 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
         (every heading level), section_id, page_start/page_end, the character span
         start/end, score and its parts, a snippet with the query terms marked (and their
         offsets in 'highlights'), table_header for table rows, ocr for scanned text, and the
-        passage text. Follow up with get_chunk, get_toc or get_document.
+        passage text. Follow up with get_chunk, get_toc or get_document. Whole documents or
+        sections come within max_chars characters in all: a hit cut short has truncated: true.
         """
         chosen = resolve_mode(mode, hybrid, s.mode)
-        hits = await gate.run(
-            functools.partial(
-                idx.search,
+        hits = await gate.run_cancellable(
+            lambda cancel: idx.search(
                 query,
                 top_k=top_k,
                 mode=chosen,
@@ -130,6 +141,8 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
                 return_mode=return_mode,
                 section_mode=section_mode,
                 section_filter=section_filter,
+                max_chars=max_chars,
+                cancel=cancel,
             )
         )
         return SearchOut(

@@ -8,7 +8,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 
 from guaipeca import __version__
-from guaipeca.server.security import search_gate
+from guaipeca.server.limits import search_gate
 from guaipeca.server.service import Service
 from guaipeca.server.tools.agentic import (
     register_filtered_search,

@@ -1,0 +1,55 @@
+"""ASGI basics the HTTP middlewares share: the one shape of a refusal, and who is calling.
+
+Every refusal is JSON ``{"error": "..."}`` and names no internal path.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+__all__ = [
+    "IDENTITY_SCOPE_KEY",
+    "caller_of",
+    "client_ip",
+    "error_response",
+    "identity_of",
+    "refuse",
+]
+
+#: Where the auth middleware leaves the caller's identity in the ASGI scope.
+IDENTITY_SCOPE_KEY: Final = "guaipeca.identity"
+
+
+def error_response(
+    status_code: int, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """The one shape of every refusal: ``{"error": message}``."""
+    return JSONResponse({"error": message}, status_code=status_code, headers=headers)
+
+
+def identity_of(scope: Scope) -> str | None:
+    """The identity the auth middleware found for this request (None without auth)."""
+    value = scope.get(IDENTITY_SCOPE_KEY)
+    return value if isinstance(value, str) else None
+
+
+async def refuse(scope: Scope, receive: Receive, send: Send, response: JSONResponse) -> None:
+    """Send a refusal: the response over HTTP; a policy-violation close to a WebSocket
+    (none is served today, but a middleware must not let one slip past)."""
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": 1008})
+    else:
+        await response(scope, receive, send)
+
+
+def client_ip(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
+
+
+def caller_of(scope: Scope) -> str:
+    """Who a request counts against: its identity, else ``ip:<client address>``."""
+    return identity_of(scope) or f"ip:{client_ip(scope)}"

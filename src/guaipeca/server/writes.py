@@ -1,0 +1,126 @@
+"""The write queue: index, upload and delete run one at a time, on their own.
+
+Writes used to wait for the write lock inside worker threads of the shared pool, so a burst
+of ``index`` calls took every thread, and searches, reads and ``/health`` queued behind
+them. Here a write waits for its turn on the event loop (a capacity limiter of one, no
+thread held while waiting), the queue is bounded in all and per caller, and a call over the
+bound is refused at once with a retry delay (HTTP 429 with ``Retry-After`` on the plain
+routes, a tool error saying when to retry over MCP).
+
+The caller is the identity the auth middleware found (else the client address), carried to
+the tool call in a context variable: an MCP session runs its calls in the context of the
+request that opened it, and sessions are bound to their identity.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Final, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from guaipeca.errors import StoppedError, WriteQueueFullError
+
+__all__ = ["STDIO", "WRITE_TOOLS", "WriteQueue", "caller", "current_caller"]
+
+T = TypeVar("T")
+
+#: The MCP tools that write (they go through the queue).
+WRITE_TOOLS: Final = frozenset({"index", "upload", "delete"})
+#: The caller of tool calls that come over stdio (one local agent).
+STDIO: Final = "stdio"
+#: Who is calling, set per request by the HTTP middleware (:data:`STDIO` when unset).
+caller: contextvars.ContextVar[str] = contextvars.ContextVar("guaipeca_caller", default=STDIO)
+_RECENT: Final = 8  # durations kept for the retry estimate
+_MAX_RETRY_SECONDS: Final = 300
+
+
+def current_caller() -> str:
+    return caller.get()
+
+
+class WriteQueue:
+    """At most one write runs; at most ``max_queued`` wait or run, ``per_caller`` of them
+    from one caller. Used from the event loop only (no lock needed for the counts)."""
+
+    def __init__(self, max_queued: int, per_caller: int) -> None:
+        if max_queued < 1 or per_caller < 1:
+            raise ValueError("max_queued and per_caller must be >= 1")
+        self.max_queued = max_queued
+        self.per_caller = per_caller
+        self._limiter = anyio.CapacityLimiter(1)
+        self._by_caller: dict[str, int] = {}
+        self._recent: deque[float] = deque(maxlen=_RECENT)
+        #: Set when the server shuts down: queued writes are refused, and a running index
+        #: run stops at its next file or batch (see ``sync_folder``'s ``stop``).
+        self.stopping = threading.Event()
+        self.running = 0  # writes in a worker thread now
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    @property
+    def queued(self) -> int:
+        """Writes waiting or running."""
+        return sum(self._by_caller.values())
+
+    def retry_after(self) -> int:
+        """Whole seconds until a slot is likely free: the writes ahead times the recent
+        mean duration (at least 1 s)."""
+        mean = sum(self._recent) / len(self._recent) if self._recent else 1.0
+        return max(1, min(_MAX_RETRY_SECONDS, math.ceil(mean * max(1, self.queued))))
+
+    def refusal(self, who: str) -> WriteQueueFullError | None:
+        """Why a new write from ``who`` would be refused now, or None."""
+        mine = self._by_caller.get(who, 0)
+        if mine >= self.per_caller:
+            reason = f"you already have {mine} writes (index, upload, delete) queued"
+        elif self.queued >= self.max_queued:
+            reason = f"{self.queued} writes (index, upload, delete) are queued"
+        else:
+            return None
+        return WriteQueueFullError(f"too many writes: {reason}", self.retry_after())
+
+    async def run(self, fn: Callable[[], T], who: str | None = None) -> T:
+        """``fn()`` in a worker thread once every earlier write is done.
+
+        Raises:
+            WriteQueueFullError: the queue is full for ``who`` (default: the current caller).
+            Exception: whatever ``fn`` raised.
+        """
+        who = who if who is not None else current_caller()
+        if self.stopping.is_set():
+            raise StoppedError("the server is shutting down; retry once it is back")
+        refused = self.refusal(who)
+        if refused is not None:
+            raise refused
+        self._by_caller[who] = self._by_caller.get(who, 0) + 1
+
+        def timed() -> T:
+            if self.stopping.is_set():  # queued before the shutdown: never started
+                raise StoppedError("the server is shutting down; retry once it is back")
+            started = time.monotonic()
+            self.running += 1
+            try:
+                return fn()
+            finally:
+                self.running -= 1
+                self._recent.append(time.monotonic() - started)
+
+        try:
+            # The limiter is taken on the event loop, so a queued write holds no thread; a
+            # write that started is not abandoned on cancel: it finishes (and is committed)
+            # even when its client has gone.
+            return await anyio.to_thread.run_sync(timed, limiter=self._limiter)
+        finally:
+            left = self._by_caller[who] - 1
+            if left:
+                self._by_caller[who] = left
+            else:
+                del self._by_caller[who]
