@@ -903,6 +903,9 @@ def test_memory_returns_close_to_idle_after_hostile_bodies(
 ) -> None:
     url, pid = real_server
     with httpx2.Client(base_url=url, headers=AUTH, timeout=120) as http:
+        deadline = time.monotonic() + 600  # earlier uploads finish embedding first
+        while call(http, "status").json().get("pending_chunks") and time.monotonic() < deadline:
+            time.sleep(1)
         for _ in range(3):
             call(http, "search", query="river stone")
         time.sleep(3)  # idle_trim_seconds: 1
