@@ -131,6 +131,30 @@ def search_depth(index: Index, top_k_before: int | None, top_k_after: int | None
     return out
 
 
+def mode_search(
+    index: Index,
+    mode: SearchMode,
+    query: str,
+    top_k_before: int | None = None,
+    top_k_after: int | None = None,
+    *,
+    where: Mapping[str, Any] | None = None,
+    corpora: Sequence[str] | None = None,
+    rerank: bool | None = None,
+) -> list[Hit]:
+    """One search mode with the agentic depth arguments (``top_k_before`` candidates,
+    ``top_k_after`` results): what keyword_search, semantic_search and
+    keyword_and_semantic_search each run with their mode."""
+    return index.search(
+        query,
+        mode=mode,
+        where=where,
+        corpora=corpora,
+        rerank=rerank,
+        **search_depth(index, top_k_before, top_k_after),
+    )
+
+
 def keyword_search(
     index: Index,
     query: str,
@@ -143,13 +167,15 @@ def keyword_search(
 ) -> list[Hit]:
     """BM25 only: exact words, names, codes (stemmed per corpus language).
     ``rerank`` (default: ``search.rerank``) reorders the best ``top_k_before`` candidates."""
-    return index.search(
+    return mode_search(
+        index,
+        "keyword",
         query,
-        mode="keyword",
+        top_k_before,
+        top_k_after,
         where=where,
         corpora=corpora,
         rerank=rerank,
-        **search_depth(index, top_k_before, top_k_after),
     )
 
 
@@ -165,13 +191,15 @@ def keyword_and_semantic_search(
 ) -> list[Hit]:
     """Keywords and meaning fused (hybrid), as A-RAG-OG's default tool of this name.
     ``rerank`` (default: ``search.rerank``) reorders the best ``top_k_before`` candidates."""
-    return index.search(
+    return mode_search(
+        index,
+        "hybrid",
         query,
-        mode="hybrid",
+        top_k_before,
+        top_k_after,
         where=where,
         corpora=corpora,
         rerank=rerank,
-        **search_depth(index, top_k_before, top_k_after),
     )
 
 
@@ -187,13 +215,15 @@ def semantic_search(
 ) -> list[Hit]:
     """Embeddings only: meaning and paraphrases, whatever the words.
     ``rerank`` (default: ``search.rerank``) reorders the best ``top_k_before`` candidates."""
-    return index.search(
+    return mode_search(
+        index,
+        "dense",
         query,
-        mode="dense",
+        top_k_before,
+        top_k_after,
         where=where,
         corpora=corpora,
         rerank=rerank,
-        **search_depth(index, top_k_before, top_k_after),
     )
 
 

@@ -28,7 +28,7 @@ from guaipeca.server.tools.common import (
     Registrar,
     in_thread,
 )
-from guaipeca.types import Hit
+from guaipeca.types import Hit, SearchMode
 
 __all__ = [
     "register_filtered_search",
@@ -216,9 +216,38 @@ def _hits_out(service: Service, hits: list[Hit]) -> list[HitOut]:
     return [service.hit_out(h) for h in hits]
 
 
+async def _mode_search(
+    service: Service,
+    gate: SearchGate,
+    mode: SearchMode,
+    query: str,
+    top_k_after: int,
+    top_k_before: int | None,
+    rerank: bool | None,
+    corpora: list[str] | None,
+    where: dict[str, Any] | None,
+) -> AgentSearchOut:
+    """Run one mode's search under the gate (cap and deadline) and shape its answer."""
+    hits = await gate.run(
+        functools.partial(
+            agentic.mode_search,
+            service.index,
+            mode,
+            query,
+            top_k_before,
+            top_k_after,
+            rerank=rerank,
+            corpora=service.scope(corpora),
+            where=where,
+        )
+    )
+    return AgentSearchOut(
+        query=query, mode=mode, filter=where, count=len(hits), hits=_hits_out(service, hits)
+    )
+
+
 def register_keyword_search(tool: Registrar, service: Service, gate: SearchGate) -> None:
     """Registers the ``keyword_search`` tool."""
-    idx = service.index
     default_k = _default_k(service)
 
     @tool("Keyword search", **READ_ONLY)
@@ -236,24 +265,8 @@ def register_keyword_search(tool: Registrar, service: Service, gate: SearchGate)
         Use semantic_search when the words may differ from the documents' (paraphrases,
         another language), and filtered_search to narrow by entity, keyword or date.
         """
-        hits = await gate.run(
-            functools.partial(
-                agentic.keyword_search,
-                idx,
-                query,
-                top_k_after=top_k_after,
-                top_k_before=top_k_before,
-                rerank=rerank,
-                corpora=service.scope(corpora),
-                where=where,
-            )
-        )
-        return AgentSearchOut(
-            query=query,
-            mode="keyword",
-            filter=where,
-            count=len(hits),
-            hits=_hits_out(service, hits),
+        return await _mode_search(
+            service, gate, "keyword", query, top_k_after, top_k_before, rerank, corpora, where
         )
 
 
@@ -261,7 +274,6 @@ def register_keyword_and_semantic_search(
     tool: Registrar, service: Service, gate: SearchGate
 ) -> None:
     """Registers the ``keyword_and_semantic_search`` tool."""
-    idx = service.index
     default_k = _default_k(service)
 
     @tool("Keyword and semantic search", **READ_ONLY)
@@ -279,26 +291,13 @@ def register_keyword_and_semantic_search(
 
         Use keyword_search for exact names or codes, semantic_search for paraphrases.
         """
-        hits = await gate.run(
-            functools.partial(
-                agentic.keyword_and_semantic_search,
-                idx,
-                query,
-                top_k_after=top_k_after,
-                top_k_before=top_k_before,
-                rerank=rerank,
-                corpora=service.scope(corpora),
-                where=where,
-            )
-        )
-        return AgentSearchOut(
-            query=query, mode="hybrid", filter=where, count=len(hits), hits=_hits_out(service, hits)
+        return await _mode_search(
+            service, gate, "hybrid", query, top_k_after, top_k_before, rerank, corpora, where
         )
 
 
 def register_semantic_search(tool: Registrar, service: Service, gate: SearchGate) -> None:
     """Registers the ``semantic_search`` tool."""
-    idx = service.index
     default_k = _default_k(service)
 
     @tool("Semantic search", **READ_ONLY)
@@ -315,20 +314,8 @@ def register_semantic_search(tool: Registrar, service: Service, gate: SearchGate
 
         Use keyword_search for exact names or codes; search (hybrid) is the best default.
         """
-        hits = await gate.run(
-            functools.partial(
-                agentic.semantic_search,
-                idx,
-                query,
-                top_k_after=top_k_after,
-                top_k_before=top_k_before,
-                rerank=rerank,
-                corpora=service.scope(corpora),
-                where=where,
-            )
-        )
-        return AgentSearchOut(
-            query=query, mode="dense", filter=where, count=len(hits), hits=_hits_out(service, hits)
+        return await _mode_search(
+            service, gate, "dense", query, top_k_after, top_k_before, rerank, corpora, where
         )
 
 
