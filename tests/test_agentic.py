@@ -7,6 +7,7 @@ embedding, and the BM25 side and the enrichment are the real ones.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -17,6 +18,7 @@ from guaipeca import Index, InvalidArgumentError, NotFoundError, agentic
 from guaipeca.agentic import build_filter
 from guaipeca.config import EngineSettings, EnrichSettings
 from guaipeca.embed import HashingEmbedder
+from guaipeca.errors import StoppedError
 from support import beir_corpus
 
 MEMO = (
@@ -244,3 +246,18 @@ def test_find_related_scores_are_ranked(scifact: Index) -> None:
     scores = [r.hit.score for r in related]
     assert scores == sorted(scores, reverse=True)
     assert any(r.shared_entities or r.shared_keywords for r in related)
+
+
+def test_a_cancelled_agentic_search_stops_instead_of_running_on(scifact: Index) -> None:
+    """The MCP tools pass the gate's cancel event; once set (the deadline passed), every
+    agentic search stops at its next checkpoint and frees its slot (issue 20, item 4)."""
+    stop = threading.Event()
+    stop.set()
+    hit = agentic.keyword_search(scifact, QUERY, top_k_after=1)[0]
+    for mode in ("keyword", "dense", "hybrid"):
+        with pytest.raises(StoppedError):
+            agentic.mode_search(scifact, mode, QUERY, top_k_after=3, cancel=stop)
+    with pytest.raises(StoppedError):
+        agentic.find_related(scifact, hit.chunk_id, QUERY, top_k_after=3, cancel=stop)
+    # not cancelled: the same calls answer
+    assert agentic.mode_search(scifact, "keyword", QUERY, top_k_after=3, cancel=threading.Event())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -141,16 +142,19 @@ def mode_search(
     where: Mapping[str, Any] | None = None,
     corpora: Sequence[str] | None = None,
     rerank: bool | None = None,
+    cancel: threading.Event | None = None,
 ) -> list[Hit]:
     """One search mode with the agentic depth arguments (``top_k_before`` candidates,
     ``top_k_after`` results): what keyword_search, semantic_search and
-    keyword_and_semantic_search each run with their mode."""
+    keyword_and_semantic_search each run with their mode. ``cancel``, once set, stops the
+    search at its next checkpoint (see :meth:`Index.search`)."""
     return index.search(
         query,
         mode=mode,
         where=where,
         corpora=corpora,
         rerank=rerank,
+        cancel=cancel,
         **search_depth(index, top_k_before, top_k_after),
     )
 
@@ -477,6 +481,7 @@ def find_related(
     exclude: Sequence[str] = (),
     same_document: bool = False,
     where: Mapping[str, Any] | None = None,
+    cancel: threading.Event | None = None,
 ) -> list[RelatedHit]:
     """Chunks elsewhere that share the seeds' entities and key terms, best first.
 
@@ -516,7 +521,9 @@ def find_related(
     term_ranked = _term_ranked(index, names, entities, keywords, where, before, allowed)
     # 2. a hybrid search for the query and the seeds' terms
     expansion = " ".join([query or "", *entities.values(), *keywords]).strip()[:4000]
-    search_ranked, search_hits = _search_ranked(index, expansion, names, where, before, allowed)
+    search_ranked, search_hits = _search_ranked(
+        index, expansion, names, where, before, allowed, cancel
+    )
     # 3. fuse, then explain each result by the terms it shares
     keyed = {key: i for i, key in enumerate(dict.fromkeys([*term_ranked, *search_ranked]))}
     inverse = {i: key for key, i in keyed.items()}
@@ -599,6 +606,7 @@ def _search_ranked(
     where: Mapping[str, Any] | None,
     before: int,
     allowed: _Allowed,
+    cancel: threading.Event | None = None,
 ) -> tuple[list[tuple[str, int]], dict[tuple[str, int], Hit]]:
     """The search leg: a hybrid search for the query and the seeds' terms."""
     search_ranked: list[tuple[str, int]] = []
@@ -609,6 +617,7 @@ def _search_ranked(
         candidates=max(before, 100),
         corpora=names,
         where=where,
+        cancel=cancel,
     ):
         if allowed(hit.corpus, hit.doc_id, hit.chunk_id):
             key = (hit.corpus, int(hit.chunk_id.rpartition(":")[2]))

@@ -8,7 +8,7 @@ searches go through the server's search gate (concurrency cap and deadline); eve
 blocking runs in a worker thread.
 """
 
-import functools
+import threading
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -228,17 +228,19 @@ async def _mode_search(
     where: dict[str, Any] | None,
 ) -> AgentSearchOut:
     """Run one mode's search under the gate (cap and deadline) and shape its answer."""
-    hits = await gate.run(
-        functools.partial(
-            agentic.mode_search,
+    # Cancellable: past the deadline the search stops at its next checkpoint and frees its slot.
+    scope = service.scope(corpora)
+    hits = await gate.run_cancellable(
+        lambda cancel: agentic.mode_search(
             service.index,
             mode,
             query,
             top_k_before,
             top_k_after,
             rerank=rerank,
-            corpora=service.scope(corpora),
+            corpora=scope,
             where=where,
+            cancel=cancel,
         )
     )
     return AgentSearchOut(
@@ -359,15 +361,15 @@ def register_filtered_search(tool: Registrar, service: Service, gate: SearchGate
             date_to=date_to,
             where=where,
         )
-        hits = await gate.run(
-            functools.partial(
-                idx.search,
+        hits = await gate.run_cancellable(
+            lambda cancel: idx.search(
                 query,
                 mode=mode,
                 where=combined,
                 corpora=service.scope(corpora),
                 **search_depth(idx, top_k_before, top_k_after),
                 rerank=rerank,
+                cancel=cancel,
             )
         )
         return AgentSearchOut(
@@ -469,7 +471,7 @@ def register_find_related(tool: Registrar, service: Service, gate: SearchGate) -
 
         seeds = [chunk_ids] if isinstance(chunk_ids, str) else list(dict.fromkeys(chunk_ids))
 
-        def run() -> tuple[list[RelatedHit], dict[str, Enrichment | None]]:
+        def run(cancel: threading.Event) -> tuple[list[RelatedHit], dict[str, Enrichment | None]]:
             found = agentic.find_related(
                 idx,
                 seeds,
@@ -479,10 +481,11 @@ def register_find_related(tool: Registrar, service: Service, gate: SearchGate) -
                 corpora=service.scope(corpora),
                 exclude=exclude or (),
                 same_document=same_document,
+                cancel=cancel,
             )
             return found, agentic.enrichment(idx, seeds)
 
-        related, extra = await gate.run(run)
+        related, extra = await gate.run_cancellable(run)
         entities = list(dict.fromkeys(n for e in extra.values() if e for n in e.entities[:12]))
         keywords = list(dict.fromkeys(k for e in extra.values() if e for k in e.keywords[:8]))
         return RelatedOut(
