@@ -249,18 +249,80 @@ def walkthrough(root: Path) -> str:
     )
 
 
+def _config(run: Run, body: str) -> None:
+    folder = run.home / ".guaipeca"
+    folder.mkdir(exist_ok=True)
+    (folder / "guaipeca.yaml").write_text(body, encoding="utf-8")
+
+
+def _only(text: str, prefix: str) -> str:
+    """The command line and the output lines that start with ``prefix``."""
+    lines = text.splitlines()
+    return "\n".join([lines[0], *(line for line in lines[1:] if line.startswith(prefix))]) + "\n"
+
+
+def model_mismatch(root: Path) -> str:
+    """A corpus indexed with the bundled model, searched after the config names another."""
+    run = Run(root)
+    folder = _wiki(root)
+    _config(run, f"corpora:\n  - name: wiki\n    path: {folder}\n")
+    run("index")
+    _config(run, f"corpora:\n  - name: wiki\n    path: {folder}\nembedding:\n  provider: static\n")
+    return _only(run("search", "what do ducks eat?"), "error:")
+
+
+def vector_repair(root: Path) -> str:
+    """Part of a vector file zeroed: the next open restores it (warnings on stderr)."""
+    run = Run(root)
+    run("index", "--path", str(_wiki(root)))
+    catalog = next(run.home.rglob("catalog.sqlite"))
+    vectors = next(v for v in sorted(catalog.parent.glob("vectors*.f32")))
+    with vectors.open("r+b") as fh:
+        fh.seek(4096)  # inside the first rows in use (the file is preallocated)
+        fh.write(bytes(4096))
+    return _only(run("search", "what do ducks eat?", "--top-k", "1"), "WARNING")
+
+
+def catalog_refused(root: Path) -> str:
+    """The catalog's header zeroed: one line naming the damage and the repair."""
+    run = Run(root)
+    run("index", "--path", str(_wiki(root)))
+    catalog = next(run.home.rglob("catalog.sqlite"))
+    with catalog.open("r+b") as fh:
+        fh.write(bytes(100))
+    return _only(run("search", "what do ducks eat?"), "error:")
+
+
+def migrate(root: Path) -> str:
+    """An embedded index copied to Qdrant (qdrant-client's local mode, the qdrant extra)."""
+    run = Run(root)
+    folder = _wiki(root)
+    _config(
+        run,
+        f"corpora:\n  - name: wiki\n    path: {folder}\n"
+        f"storage:\n  backend: embedded\n  qdrant:\n    path: {root / 'qdrant'}\n",
+    )
+    run("index")
+    return run("migrate", "--to", "qdrant")
+
+
 SAMPLES: dict[str, Callable[[Path], str]] = {
     "quickstart": quickstart,
     "check": check,
     "install-service": install_service,
     "mcp-exchange": mcp_exchange,
     "walkthrough": walkthrough,
+    "model-mismatch": model_mismatch,
+    "vector-repair": vector_repair,
+    "catalog-refused": catalog_refused,
+    "migrate": migrate,
 }
 
 
 # -- writing and checking --------------------------------------------------------------
 _VOLATILE = (
     (re.compile(r"\d+(?:\.\d+)? (s|ms)\b"), r"… \1"),
+    (re.compile(r"\d+(?:\.\d+)? (\w+)/s\b"), r"… \1/s"),  # rates: the machine's speed
     (re.compile(r"(score[\"']?:? )(\d\.\d\d)\d+"), r"\1\2"),
 )
 
