@@ -21,7 +21,7 @@ import pytest
 from pydantic import ValidationError
 
 from guaipeca import Index
-from guaipeca.config import EngineSettings, load_settings
+from guaipeca.config import EngineSettings, load_settings, parse_settings
 from guaipeca.embed import HashingEmbedder
 from guaipeca.errors import ConfigError, RerankError
 from guaipeca.search.rerank_http import HttpReranker
@@ -247,3 +247,10 @@ def test_an_unset_url_or_a_timeout_past_the_search_deadline_is_a_config_error(
     with pytest.raises(ConfigError, match=r"rerank\.timeout_seconds") as info:
         load_settings(path)
     assert "server.search_timeout_seconds" in str(info.value) and str(path) in str(info.value)
+
+
+def test_the_lexical_reranker_has_no_timeout_to_respect(tmp_path: Path) -> None:
+    """Only an HTTP reranker's timeout must fit under the search deadline: a short deadline
+    with the default (lexical) reranker is a valid configuration."""
+    settings = parse_settings({"server": {"search_timeout_seconds": 1}}, env={}, cwd=tmp_path)
+    assert settings.rerank.provider == "lexical" and settings.rerank.timeout_seconds >= 1

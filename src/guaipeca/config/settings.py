@@ -722,7 +722,9 @@ class Settings(_Frozen):
                         f"{name[:70]!r} is not a configured corpus (corpora: {known})",
                     )
                 )
-        if self.rerank.timeout_seconds >= self.server.search_timeout_seconds:
+        # Only an HTTP reranker has a timeout to respect; the lexical one runs in-process.
+        remote = self.rerank.provider == "http"
+        if remote and self.rerank.timeout_seconds >= self.server.search_timeout_seconds:
             problems.append(
                 (
                     ("rerank", "timeout_seconds"),

@@ -34,8 +34,13 @@ def fuse_hybrid(
     language (its Snowball name)."""
     w_dense = dense_weight_for(weights[0], model_languages, iso_code(corpus_language))
     if fusion == "rrf":
+        # A dense list dropped for its language hands its weight to the keyword list: this
+        # corpus's RRF scores then stay on the scale of corpora that fuse both lists, so a
+        # cross-corpus merge does not rank its exact matches below another corpus's
+        # meaning-only hits (the order inside the corpus is the keyword order either way).
+        w_lexical = weights[1] + (weights[0] - w_dense)
         return weighted_rrf(
-            [([pk for pk, _ in dense], w_dense), ([pk for pk, _ in lexical], weights[1])], k=k
+            [([pk for pk, _ in dense], w_dense), ([pk for pk, _ in lexical], w_lexical)], k=k
         )
     return zscore_fusion([(dense, w_dense), (lexical, weights[1])])
 

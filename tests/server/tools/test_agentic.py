@@ -86,6 +86,7 @@ def service(loaded: LoadedSettings) -> Iterator[Service]:
     )
     svc = Service(index, loaded)
     svc.reindex("docs")
+    assert svc.index.wait_for_embedding(60)  # the embedding phase runs behind the server
     yield svc
     index.close()
 
