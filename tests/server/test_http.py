@@ -109,6 +109,7 @@ def make_service(
     index = Index(data / "index", embedder=HashingEmbedder(), settings=settings.engine())
     service = Service(index, loaded)
     service.reindex("docs")
+    assert service.index.wait_for_embedding(60)  # the embedding phase runs behind the server
     return service
 
 

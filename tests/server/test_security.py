@@ -87,6 +87,7 @@ def make_service(root: Path, server: dict[str, Any]) -> Service:
     index = Index(data / "index", embedder=HashingEmbedder(), settings=settings.engine())
     service = Service(index, LoadedSettings(settings, None, data))
     service.reindex("docs")
+    assert service.index.wait_for_embedding(60)  # the embedding phase runs behind the server
     return service
 
 

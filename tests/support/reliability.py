@@ -224,6 +224,7 @@ def make_service(root: Path, server: Mapping[str, Any] | None = None, docs: int 
     index = Index(root / "data" / "index", embedder=HashingEmbedder(), settings=settings.engine())
     service = Service(index, loaded)
     service.reindex("docs")
+    assert service.index.wait_for_embedding(60)  # the embedding phase runs behind the server
     return service
 
 

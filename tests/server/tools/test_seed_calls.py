@@ -85,6 +85,7 @@ def service(tmp_path: Path) -> Iterator[Service]:
     index.add_documents({"reliability.md": LEFTOVER}, corpus="default")
     svc = Service(index, loaded)
     svc.reindex("epm-docs")
+    assert index.wait_for_embedding(60)  # the embedding phase runs behind the server
     yield svc
     index.close()
 

@@ -86,6 +86,7 @@ def web_service(web_root: Path, real_embedder: MemoEmbedder) -> Iterator[Service
     service = Service(index, LoadedSettings(settings, None, data))
     for corpus in ("docs", "inbox"):
         service.reindex(corpus)
+    assert index.wait_for_embedding(60)  # the embedding phase runs behind the server
     yield service
     index.close()
 
