@@ -6,7 +6,8 @@ at least 3x arara's documents/s with its offline model).
 ``--progressive --baseline OTHER/src``: the real ``guaipeca index`` CLI of this tree and of a
 baseline checkout on 1k SciFact-sized files (time to the first keyword hit, to every document
 searchable by keyword, to hybrid complete; chunks/s), and this tree's keyword phase alone at
-10k and 50k files (see ``progressive_main``).
+10k and 50k files (see ``progressive_main``); ``--static N ...``: this tree's full run (keyword
+and vectors) with ``embedding.provider: static`` on N files.
 
 Both index the first ``--docs`` documents of a BEIR corpus (doc = "# {title}\\n\\n{text}") cold,
 from an empty index, with their default offline models: Guaipeca with its bundled MiniLM int8
@@ -33,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peers
 
 DATA = Path(os.environ.get("BEIR_DIR", "/work/shared/data/beir"))
+STATIC_CONFIG = "embedding:\n  provider: static\n"
 
 
 def guaipeca_run(docs: dict[str, str], extra: dict[str, str]) -> dict[str, object]:
@@ -118,11 +120,16 @@ def write_folder(folder: Path, n: int) -> int:
     return n
 
 
-def cli_run(src: Path, folder: Path, workers: int, timeout: float) -> dict[str, object]:
+def cli_run(
+    src: Path, folder: Path, workers: int, timeout: float, config: str | None = None
+) -> dict[str, object]:
     """``guaipeca index --json`` of ``src``'s code (PYTHONPATH) on ``folder``, cold, niced.
     Records the first time a keyword search of another process finds anything and the
-    end. Both trees' summaries report the seconds until the run returned."""
+    end. Both trees' summaries report the seconds until the run returned. ``config``: the
+    text of a ``guaipeca.yaml`` for the run (None: the defaults)."""
     with tempfile.TemporaryDirectory() as home:
+        if config is not None:
+            (Path(home) / "guaipeca.yaml").write_text(config, encoding="utf-8")
         env = dict(os.environ, GUAIPECA_HOME=home, PYTHONPATH=str(src))
         cmd = ["nice", "-n", "10", sys.executable, "-c", "from guaipeca.cli import main; main()",
                "index", "--path", str(folder), "--json", "--workers", str(workers)]
@@ -206,6 +213,14 @@ def progressive_main(args: argparse.Namespace) -> None:
                 row = {"size": n, "tree": label, **cli_run(src, folder, args.workers, args.timeout)}
                 print(json.dumps(row), flush=True)
                 runs.append(row)
+        for n in args.static:  # the whole pipeline with the static model, this tree only
+            folder = Path(tmp) / f"docs{n}"
+            if not folder.exists():
+                write_folder(folder, n)
+            row = {"size": n, "tree": "this tree", "provider": "static",
+                   **cli_run(here, folder, args.workers, args.timeout, STATIC_CONFIG)}
+            print(json.dumps(row), flush=True)
+            runs.append(row)
         for n in args.keyword:
             folder = Path(tmp) / f"docs{n}"
             if not folder.exists():
@@ -270,6 +285,8 @@ def main() -> None:
         ap.add_argument("--baseline", required=True, help="a checkout's src/ of the baseline")
         ap.add_argument("--full", type=int, nargs="*", default=[1000])
         ap.add_argument("--keyword", type=int, nargs="*", default=[10000, 50000])
+        ap.add_argument("--static", type=int, nargs="*", default=[],
+                        help="sizes indexed fully (keyword + vectors) with the static model")
         ap.add_argument("--workers", type=int, default=2)
         ap.add_argument("--timeout", type=float, default=3600.0)
         ap.add_argument("--out", default="bench/results/indexing-progressive.json")
