@@ -30,8 +30,6 @@ FUNCTION_EXEMPTIONS: dict[str, str] = {}
 NOT_YET_SPLIT = {
     "guaipeca.index.facade.Index.search",
     "guaipeca.server.http._routes",
-    "guaipeca.server.tools.search.register_search",
-    "guaipeca.server.tools.search.register_search.search",
     "guaipeca.server.webui.web_routes",
     "guaipeca.cli.commands",
     "guaipeca.config.settings",

@@ -1,7 +1,8 @@
 """The ``search`` tool: hybrid, keyword or dense search with filters, sections and return modes."""
 
 # No `from __future__ import annotations` here: the SDK evaluates each tool's annotations when
-# it is registered, and they name this function's live locals (settings, limits).
+# it is registered, and one of them names a live local of register_search (the settings).
+import threading
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -9,9 +10,7 @@ from pydantic import Field
 from guaipeca.errors import InvalidArgumentError
 from guaipeca.index import MAX_QUERY_CHARS
 from guaipeca.server.limits import SearchGate
-from guaipeca.server.schema import (
-    SearchOut,
-)
+from guaipeca.server.schema import SearchOut
 from guaipeca.server.service import Service
 from guaipeca.server.tools.common import (
     READ_ONLY,
@@ -21,7 +20,7 @@ from guaipeca.server.tools.common import (
     WHERE_DOC,
     Registrar,
 )
-from guaipeca.types import SearchMode
+from guaipeca.types import Hit, ReturnMode, SearchMode
 
 __all__ = ["register_search", "resolve_mode"]
 
@@ -44,80 +43,146 @@ def resolve_mode(mode: SearchMode, hybrid: bool | None, default: SearchMode) -> 
     return implied
 
 
+# The search tool's arguments, as its input schema shows them (defaults set at registration).
+_Query = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_QUERY_CHARS,
+        description="What to look for: a question or keywords, in any language.",
+    ),
+]
+_TopK = Annotated[int, Field(ge=1, le=TOOL_MAX_TOP_K, description="How many results to return.")]
+_Corpora = Annotated[
+    list[str] | None,
+    Field(
+        min_length=1,
+        max_length=100,
+        description="Search only these corpora (see list_folders); default: every "
+        "configured corpus.",
+    ),
+]
+_Mode = Annotated[
+    Literal["hybrid", "dense", "keyword"],
+    Field(
+        description="hybrid: keywords and meaning fused (best in general); "
+        "keyword: exact terms, names, codes (BM25); dense: meaning, paraphrases."
+    ),
+]
+_Hybrid = Annotated[
+    bool | None,
+    Field(
+        description="The seed Guaipeca's switch: true is mode hybrid, false is mode "
+        "dense. Give mode or hybrid, not both."
+    ),
+]
+_Where = Annotated[dict[str, Any] | None, Field(description=WHERE_DOC)]
+_ReturnModes = Literal["chunks", "documents", "auto"]
+_SectionMode = Annotated[
+    bool,
+    Field(description="One result per section, with the whole section's text."),
+]
+_SectionFilter = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        max_length=2000,
+        description="Search only inside one section: a section_id (from a hit or "
+        "get_toc) or a heading prefix such as 'Manual > Installation' (of a hit's "
+        "heading_path or its full heading_trail, e.g. 'Manual > Installation > Linux').",
+    ),
+]
+_MaxChars = Annotated[
+    int,
+    Field(
+        ge=1,
+        le=TOOL_MAX_RESULT_CHARS,
+        description="documents and section modes: most characters of text in all "
+        "the hits together; a hit cut short has truncated: true (read on with "
+        "get_document from its end).",
+    ),
+]
+
+
+def _return_mode_field(max_chars: int) -> Any:
+    """The ``return_mode`` argument's schema: its description names ``search.max_chars``."""
+    return Field(
+        description="chunks: the matching passages; documents: one result per "
+        "document with its whole text; auto: documents when they are short "
+        f"enough together (under {max_chars} characters), else chunks."
+    )
+
+
+async def _run_search(
+    service: Service,
+    gate: SearchGate,
+    query: str,
+    *,
+    top_k: int,
+    mode: SearchMode,
+    corpora: list[str] | None,
+    where: dict[str, Any] | None,
+    return_mode: ReturnMode,
+    section_mode: bool,
+    section_filter: str | None,
+    max_chars: int,
+) -> list[Hit]:
+    """One search through the gate, in a worker thread (scoping the corpora reads the
+    index, so it runs there too)."""
+
+    def run(cancel: threading.Event) -> list[Hit]:
+        return service.index.search(
+            query,
+            top_k=top_k,
+            mode=mode,
+            where=where,
+            corpora=service.scope(corpora),
+            return_mode=return_mode,
+            section_mode=section_mode,
+            section_filter=section_filter,
+            max_chars=max_chars,
+            cancel=cancel,
+        )
+
+    return await gate.run_cancellable(run)
+
+
+def _search_out(
+    service: Service,
+    query: str,
+    mode: SearchMode,
+    return_mode: ReturnMode,
+    section_mode: bool,
+    hits: list[Hit],
+) -> SearchOut:
+    """The tool's result: the search as run, and its hits."""
+    return SearchOut(
+        query=query,
+        mode=mode,
+        return_mode=return_mode,
+        section_mode=section_mode,
+        count=len(hits),
+        hits=[service.hit_out(h) for h in hits],
+    )
+
+
 def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None:
     """Registers the ``search`` tool."""
-    idx = service.index
     s = service.settings.search
+    default_top_k = min(s.top_k, TOOL_MAX_TOP_K)
 
     @tool("Search documents", **READ_ONLY)
     async def search(
-        query: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=MAX_QUERY_CHARS,
-                description="What to look for: a question or keywords, in any language.",
-            ),
-        ],
-        top_k: Annotated[
-            int, Field(ge=1, le=TOOL_MAX_TOP_K, description="How many results to return.")
-        ] = min(s.top_k, TOOL_MAX_TOP_K),
-        corpora: Annotated[
-            list[str] | None,
-            Field(
-                min_length=1,
-                max_length=100,
-                description="Search only these corpora (see list_folders); default: every "
-                "configured corpus.",
-            ),
-        ] = None,
-        mode: Annotated[
-            Literal["hybrid", "dense", "keyword"],
-            Field(
-                description="hybrid: keywords and meaning fused (best in general); "
-                "keyword: exact terms, names, codes (BM25); dense: meaning, paraphrases."
-            ),
-        ] = s.mode,
-        hybrid: Annotated[
-            bool | None,
-            Field(
-                description="The seed Guaipeca's switch: true is mode hybrid, false is mode "
-                "dense. Give mode or hybrid, not both."
-            ),
-        ] = None,
-        where: Annotated[dict[str, Any] | None, Field(description=WHERE_DOC)] = None,
-        return_mode: Annotated[
-            Literal["chunks", "documents", "auto"],
-            Field(
-                description="chunks: the matching passages; documents: one result per "
-                "document with its whole text; auto: documents when they are short "
-                f"enough together (under {s.max_chars} characters), else chunks."
-            ),
-        ] = "chunks",
-        section_mode: Annotated[
-            bool,
-            Field(description="One result per section, with the whole section's text."),
-        ] = False,
-        section_filter: Annotated[
-            str | None,
-            Field(
-                min_length=1,
-                max_length=2000,
-                description="Search only inside one section: a section_id (from a hit or "
-                "get_toc) or a heading prefix such as 'Manual > Installation' (of a hit's "
-                "heading_path or its full heading_trail, e.g. 'Manual > Installation > Linux').",
-            ),
-        ] = None,
-        max_chars: Annotated[
-            int,
-            Field(
-                ge=1,
-                le=TOOL_MAX_RESULT_CHARS,
-                description="documents and section modes: most characters of text in all "
-                "the hits together; a hit cut short has truncated: true (read on with "
-                "get_document from its end).",
-            ),
-        ] = TOOL_RESULT_CHARS,
+        query: _Query,
+        top_k: _TopK = default_top_k,
+        corpora: _Corpora = None,
+        mode: _Mode = s.mode,
+        hybrid: _Hybrid = None,
+        where: _Where = None,
+        return_mode: Annotated[_ReturnModes, _return_mode_field(s.max_chars)] = "chunks",
+        section_mode: _SectionMode = False,
+        section_filter: _SectionFilter = None,
+        max_chars: _MaxChars = TOOL_RESULT_CHARS,
     ) -> SearchOut:
         """Search the indexed documents and return the best passages, best first.
 
@@ -131,25 +196,17 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
         sections come within max_chars characters in all: a hit cut short has truncated: true.
         """
         chosen = resolve_mode(mode, hybrid, s.mode)
-        hits = await gate.run_cancellable(
-            lambda cancel: idx.search(
-                query,
-                top_k=top_k,
-                mode=chosen,
-                where=where,
-                corpora=service.scope(corpora),
-                return_mode=return_mode,
-                section_mode=section_mode,
-                section_filter=section_filter,
-                max_chars=max_chars,
-                cancel=cancel,
-            )
-        )
-        return SearchOut(
-            query=query,
+        hits = await _run_search(
+            service,
+            gate,
+            query,
+            top_k=top_k,
             mode=chosen,
+            corpora=corpora,
+            where=where,
             return_mode=return_mode,
             section_mode=section_mode,
-            count=len(hits),
-            hits=[service.hit_out(h) for h in hits],
+            section_filter=section_filter,
+            max_chars=max_chars,
         )
+        return _search_out(service, query, chosen, return_mode, section_mode, hits)
