@@ -120,30 +120,51 @@ def _render_request(body: Any) -> tuple[list[str], list[tuple[int, int] | None],
     return texts, parsed, body.get("snippet") is True
 
 
-def web_routes(service: Service, server: MCPServer[Any]) -> list[BaseRoute]:
-    """The page's routes over ``service`` and its MCP ``server``."""
-    cors_origins = list(service.settings.server.cors_origins)
-    tool_names: set[str] = set()
+async def _page(request: Request) -> Response:
+    return Response(_asset("index.html"), media_type="text/html", headers=_PAGE_HEADERS)
 
-    async def page(request: Request) -> Response:
-        return Response(_asset("index.html"), media_type="text/html", headers=_PAGE_HEADERS)
 
-    async def asset(request: Request) -> Response:
+async def _ui_asset(request: Request) -> Response:
+    name = str(request.path_params["name"])
+    if name not in _ASSETS:
+        return error_response(404, "not found")
+    return Response(_asset(name), media_type=_ASSETS[name], headers=_PAGE_HEADERS)
+
+
+async def _limited_body(request: Request, limit: int) -> bytes | None:
+    """The request's body, or None once it is larger than ``limit`` bytes (declared or
+    sent): no more of it is read then."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return None
+    data = bytearray()
+    async for part in request.stream():
+        data.extend(part)
+        if len(data) > limit:
+            return None
+    return bytes(data)
+
+
+class _WebApi:
+    """The page's JSON API over ``service`` and its MCP ``server``: one method per route."""
+
+    def __init__(self, service: Service, server: MCPServer[Any]) -> None:
+        self.service = service
+        self.server = server
+        self.cors_origins = list(service.settings.server.cors_origins)
+        self.tool_names: set[str] = set()  # filled on the first call
+
+    async def call_tool(self, request: Request) -> Response:
+        service, server = self.service, self.server
         name = str(request.path_params["name"])
-        if name not in _ASSETS:
-            return error_response(404, "not found")
-        return Response(_asset(name), media_type=_ASSETS[name], headers=_PAGE_HEADERS)
-
-    async def call_tool(request: Request) -> Response:
-        name = str(request.path_params["name"])
-        if not _origin_allowed(request, cors_origins):
+        if not _origin_allowed(request, self.cors_origins):
             return error_response(403, "origin not allowed")
         content_type = request.headers.get("content-type", "")
         if not content_type.lower().startswith("application/json"):
             return error_response(415, "send the tool's arguments as application/json")
-        if not tool_names:
-            tool_names.update(t.name for t in await server.list_tools())
-        if name not in tool_names:
+        if not self.tool_names:
+            self.tool_names.update(t.name for t in await server.list_tools())
+        if name not in self.tool_names:
             return error_response(404, f"no tool named {name[:60]!r}")
         try:
             arguments = json_body(await request.body())
@@ -167,8 +188,8 @@ def web_routes(service: Service, server: MCPServer[Any]) -> list[BaseRoute]:
             return error_response(400, service.sanitise(" ".join(texts) or "the tool failed"))
         return JSONResponse(result.structured_content or {})
 
-    async def render(request: Request) -> Response:
-        if not _origin_allowed(request, cors_origins):
+    async def render(self, request: Request) -> Response:
+        if not _origin_allowed(request, self.cors_origins):
             return error_response(403, "origin not allowed")
         if not request.headers.get("content-type", "").lower().startswith("application/json"):
             return error_response(415, "send application/json")
@@ -189,8 +210,9 @@ def web_routes(service: Service, server: MCPServer[Any]) -> list[BaseRoute]:
 
         return JSONResponse({"html": await anyio.to_thread.run_sync(run)})
 
-    async def upload(request: Request) -> Response:
-        if not _origin_allowed(request, cors_origins):
+    async def upload(self, request: Request) -> Response:
+        service = self.service
+        if not _origin_allowed(request, self.cors_origins):
             return error_response(403, "origin not allowed")
         query = request.query_params
         corpus, filename = query.get("corpus"), query.get("filename")
@@ -203,20 +225,14 @@ def web_routes(service: Service, server: MCPServer[Any]) -> list[BaseRoute]:
         except GuaipecaError as exc:  # not in upload.allow
             return error_response(403, service.sanitise(str(exc)))
         limit = service.settings.upload.max_file_size
-        too_large = error_response(413, f"the file is larger than upload.max_file_size ({limit})")
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            return too_large
-        data = bytearray()
-        async for part in request.stream():
-            data.extend(part)
-            if len(data) > limit:
-                return too_large
+        data = await _limited_body(request, limit)
+        if data is None:
+            return error_response(413, f"the file is larger than upload.max_file_size ({limit})")
         save = functools.partial(
             service.upload,
             corpus,
             filename,
-            bytes(data),
+            data,
             subfolder=query.get("subfolder") or None,
             overwrite=query.get("overwrite", "").lower() in _TRUE,
         )
@@ -230,10 +246,14 @@ def web_routes(service: Service, server: MCPServer[Any]) -> list[BaseRoute]:
             return error_response(400, service.sanitise(str(exc)))
         return JSONResponse(out.model_dump(mode="json"))
 
+
+def web_routes(service: Service, server: MCPServer[Any]) -> list[BaseRoute]:
+    """The page's routes over ``service`` and its MCP ``server``."""
+    api = _WebApi(service, server)
     return [
-        Route("/", endpoint=page, methods=["GET"]),
-        Route("/ui/{name}", endpoint=asset, methods=["GET"]),
-        Route("/api/tools/{name}", endpoint=call_tool, methods=["POST"]),
-        Route("/api/upload", endpoint=upload, methods=["PUT"]),
-        Route("/api/render", endpoint=render, methods=["POST"]),
+        Route("/", endpoint=_page, methods=["GET"]),
+        Route("/ui/{name}", endpoint=_ui_asset, methods=["GET"]),
+        Route("/api/tools/{name}", endpoint=api.call_tool, methods=["POST"]),
+        Route("/api/upload", endpoint=api.upload, methods=["PUT"]),
+        Route("/api/render", endpoint=api.render, methods=["POST"]),
     ]
