@@ -31,7 +31,6 @@ NOT_YET_SPLIT = {
     "guaipeca.index.facade.Index.search",
     "guaipeca.server.http._routes",
     "guaipeca.cli.commands",
-    "guaipeca.config.settings",
     "guaipeca.convert.pdf",
     "guaipeca.store.embedded.corpus",
     "guaipeca.index.facade",

@@ -1,36 +1,48 @@
-"""Settings: the YAML file's models and loading (settings), problems worded for people
-(messages), and the commented file that ``guaipeca init`` writes (template).
+"""Settings: the YAML file's models, its loading, problems worded for people, and the
+commented file that ``guaipeca init`` writes.
+
+- ``fields``: shared limits (``MAX_TOP_K``, ``SUPPORTED_EXTENSIONS``), the frozen base model,
+  field checks and path handling (``~``, relative paths, ``GUAIPECA_HOME``);
+- ``engine``: the engine's sections (chunking, embedding, search, rerank, enrich) and
+  ``EngineSettings``, what ``Index`` needs;
+- ``sections``: the file's other sections (corpora, server, upload, OCR, storage, limits);
+- ``settings``: ``Settings``, the whole file, and the checks that span sections;
+- ``loading``: finding, reading and validating the file with ``GUAIPECA_*`` overrides;
+- ``messages``: each problem as one line naming the key and the file;
+- ``template``: the commented file ``guaipeca init`` writes.
 
 Everything else in the package imports its settings from here."""
 
-from guaipeca.config.settings import (
-    DEFAULT_CORPUS,
-    ENV_OVERRIDES,
-    MAX_TOP_K,
-    SUPPORTED_EXTENSIONS,
+from guaipeca.config.engine import (
     ChunkingSettings,
-    CorpusSettings,
     EmbeddingSettings,
     EngineSettings,
     EnrichSettings,
-    LimitsSettings,
-    LoadedSettings,
-    OcrSettings,
-    QdrantSettings,
     RerankSettings,
     SearchSettings,
-    ServerSettings,
-    Settings,
-    StorageSettings,
-    UploadSettings,
+)
+from guaipeca.config.fields import MAX_TOP_K, SUPPORTED_EXTENSIONS, home_dir
+from guaipeca.config.loading import (
+    DEFAULT_CORPUS,
+    ENV_OVERRIDES,
+    LoadedSettings,
     check_corpus_paths,
     config_path,
     engine_settings,
     format_validation_error,
-    home_dir,
     load_settings,
     parse_settings,
 )
+from guaipeca.config.sections import (
+    CorpusSettings,
+    LimitsSettings,
+    OcrSettings,
+    QdrantSettings,
+    ServerSettings,
+    StorageSettings,
+    UploadSettings,
+)
+from guaipeca.config.settings import Settings
 from guaipeca.config.template import render_default_config
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""Configuration problems worded for people (settings.py): one line per problem,
+"""Configuration problems worded for people (loading.py): one line per problem,
 ``key.path: message (in FILE)``, pydantic's wording rewritten ("must be >= 0, got -1",
 "unknown key (did you mean 'model'?)"), and the values of secret and unknown keys never shown.
 """

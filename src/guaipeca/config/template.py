@@ -14,8 +14,10 @@ from pydantic import (
     SecretStr,
 )
 
+from guaipeca.config.loading import ENV_OVERRIDES
 from guaipeca.config.messages import annotation_at
-from guaipeca.config.settings import ENV_OVERRIDES, CorpusSettings, Settings
+from guaipeca.config.sections import CorpusSettings
+from guaipeca.config.settings import Settings
 
 __all__ = ["render_default_config"]
 
