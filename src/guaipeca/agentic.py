@@ -84,7 +84,11 @@ def _catalog(index: Index, corpus: str) -> _EnrichedCatalog | None:
 
 @dataclass(frozen=True, slots=True)
 class NeighborSpan:
-    """Consecutive chunks of one document around requested chunks: one exact span."""
+    """Consecutive chunks of one document around requested chunks: one exact span.
+
+    Not a chunk record (``types.ChunkLocation``): it covers several chunks, so it has a
+    first and last position and their ids, but no single section, trail or table header.
+    """
 
     corpus: str
     doc_id: str

@@ -5,7 +5,7 @@ Leaf module: imports nothing else from the package.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 SearchMode = Literal["hybrid", "dense", "keyword"]
@@ -21,22 +21,48 @@ RERANK_APIS: tuple[RerankApi, ...] = ("auto", "cohere", "jina", "tei", "vllm", "
 MAX_DOC_ID_CHARS = 1024
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkSpan:
-    """One chunk as the chunker cuts it: an exact ``[start, end)`` span of the canonical text."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChunkLocation:
+    """Where a chunk lies in its document, and its text: the fields every chunk record shares.
+
+    The records built on it differ for a reason: :class:`ChunkSpan` is what the chunker cuts
+    (checked), :class:`Chunk` a stored chunk as the public API shows it, :class:`Hit` a
+    chunk and how it scored, and ``store.contract.ChunkRow`` a chunk as a store keeps it.
+    """
 
     start: int
     end: int
+    #: Exactly ``document.text[start:end]``.
     text: str
+    #: The chunk's number within its document, from 0.
+    position: int
+    #: Document title and enclosing "##" section (what ``section_id`` groups by).
     heading_path: tuple[str, ...]
     section_id: str
-    position: int
     page_start: int | None = None
     page_end: int | None = None
-    # Every heading level down to the chunk (heading_path keeps title + "##" section).
+    #: Every heading level down to the chunk (``heading_path`` keeps title + "##" section).
     heading_trail: tuple[str, ...] = ()
-    # The header row of the table the chunk's first table row belongs to (None: no table).
+    #: The header row of the table the chunk's first table row belongs to (None: no table);
+    #: a chunk may start in the middle of its table.
     table_header: str | None = None
+
+
+#: The names of :class:`ChunkLocation`'s fields.
+_LOCATION = tuple(f.name for f in fields(ChunkLocation))
+
+
+def location_of(chunk: ChunkLocation) -> dict[str, Any]:
+    """The shared fields of any chunk record, as keywords to build another kind from it."""
+    return {name: getattr(chunk, name) for name in _LOCATION}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChunkSpan(ChunkLocation):
+    """One chunk as the chunker cuts it: an exact ``[start, end)`` span of the canonical text.
+
+    Its own type because it is checked: the write path trusts that the text fills its span.
+    """
 
     def __post_init__(self) -> None:
         if not 0 <= self.start <= self.end:
@@ -45,25 +71,17 @@ class ChunkSpan:
             raise ValueError("chunk text length does not match its span")
 
 
-@dataclass(frozen=True, slots=True)
-class Chunk:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Chunk(ChunkLocation):
     """A stored chunk, as returned by ``Index.get_chunk`` and ``Index.neighbors``."""
 
+    #: "corpus:number"; what ``Index.get_chunk`` takes.
     chunk_id: str
     corpus: str
     doc_id: str
-    position: int
-    start: int
-    end: int
-    text: str
-    heading_path: tuple[str, ...]
-    section_id: str
-    page_start: int | None
-    page_end: int | None
     source_path: str | None
     metadata: dict[str, Any] = field(default_factory=dict)
-    heading_trail: tuple[str, ...] = ()
-    table_header: str | None = None
+    #: The chunk's text was read with OCR (from a scanned page or an image).
     ocr: bool = False
 
 
@@ -78,37 +96,18 @@ class ScoreParts:
     rerank: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One search result: where the passage is, how it scored, and a snippet to show."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hit(Chunk):
+    """One search result: a stored chunk, how it scored, and a snippet to show."""
 
-    chunk_id: str
-    corpus: str
-    doc_id: str
-    source_path: str | None
-    heading_path: tuple[str, ...]
-    section_id: str
-    page_start: int | None
-    page_end: int | None
-    start: int
-    end: int
-    position: int
     score: float
     scores: ScoreParts
     snippet: str
-    text: str
-    metadata: dict[str, Any] = field(default_factory=dict)
     # False while the chunk waits for its vector (progressive indexing): it was found by
     # keyword only, and dense search cannot see it yet.
     embedded: bool = True
-    # Every heading level down to the chunk (heading_path: title and "##" section only).
-    heading_trail: tuple[str, ...] = ()
-    # A table chunk's header row (the chunk may start in the middle of its table).
-    table_header: str | None = None
     # The query terms' matches as [start, end) offsets into ``text``.
     highlights: tuple[tuple[int, int], ...] = ()
-    # The chunk's text was read with OCR (from a scanned page or an image).
-    ocr: bool = False
     #: Set when the HTTP reranker failed for this search: why, in one line. The hits then
     #: keep the fused order (and fused scores).
     rerank_error: str | None = None

@@ -21,7 +21,7 @@ from guaipeca.search.rerank_http import HttpReranker
 from guaipeca.search.snippet import make_snippet
 from guaipeca.store import ChunkRow, DocRow
 from guaipeca.store.contract import CorpusStore
-from guaipeca.types import Chunk, Hit, ScoreParts
+from guaipeca.types import Chunk, Hit, ScoreParts, location_of
 
 # One candidate of a fused list: (score, corpus name, chunk key, where the score came from).
 Scored = tuple[float, str, int, ScoreParts]
@@ -386,20 +386,11 @@ def _heading_lines(text: str) -> list[tuple[int, str]]:
 def _row_fields(corpus: str, row: ChunkRow) -> dict[str, Any]:
     """The fields a stored chunk and a hit share."""
     return {
+        **location_of(row),
         "chunk_id": f"{corpus}:{row.chunk_pk}",
         "corpus": corpus,
         "doc_id": row.doc_id,
         "source_path": row.source_path,
-        "heading_path": row.heading_path,
-        "heading_trail": row.heading_trail,
-        "table_header": row.table_header,
-        "section_id": row.section_id,
-        "page_start": row.page_start,
-        "page_end": row.page_end,
-        "start": row.start,
-        "end": row.end,
-        "position": row.position,
-        "text": row.text,
         "metadata": row.metadata,
         "ocr": _read_with_ocr(row),
     }

@@ -25,11 +25,10 @@ from guaipeca.enrich import Enrichment
 from guaipeca.enrich.llm import LLMEnricher
 from guaipeca.enrich.pipeline import LLMCache, llm_pass, local_pass, stored_form
 from guaipeca.errors import InvalidArgumentError
-from guaipeca.store import ChunkRow
 from guaipeca.store.contract import CorpusStore, PreparedDocument
 from guaipeca.store.embedded import Catalog
 from guaipeca.store.embedded.corpus import Corpus
-from guaipeca.types import MAX_DOC_ID_CHARS, AddReport, ChunkSpan, NewDocument
+from guaipeca.types import MAX_DOC_ID_CHARS, AddReport, ChunkLocation, ChunkSpan, NewDocument
 
 # Chunks gathered before one embedding batch and one corpus write: large enough to keep the
 # model's batches full, small enough that a huge folder never sits in memory at once.
@@ -173,9 +172,7 @@ class DocumentWriter:
         pending.enrichments = list(plan.enrichments)
         return pending
 
-    def embedding_inputs(
-        self, chunks: Sequence[ChunkSpan | ChunkRow]
-    ) -> tuple[list[str], list[str]]:
+    def embedding_inputs(self, chunks: Sequence[ChunkLocation]) -> tuple[list[str], list[str]]:
         """What is embedded for each chunk of one document, in order, and its hash."""
         chunking, emb = self._settings.chunking, self._settings.embedding
         inputs: list[str] = []

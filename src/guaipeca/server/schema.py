@@ -1,35 +1,18 @@
 """What the MCP tools return: pydantic models that become each tool's output schema and the
 result's ``structuredContent`` (server/tools/).
+
+:class:`ChunkOut`, :class:`HitOut` and :class:`ScoresOut` are the wire form of
+:class:`~guaipeca.types.Chunk`, :class:`~guaipeca.types.Hit` and
+:class:`~guaipeca.types.ScoreParts`: the same field names (a test holds them to it), each
+with the description a client's model reads. They are filled by name from those records
+(:func:`chunk_out`, :func:`hit_out`), so no field list is written twice.
 """
 
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
 from guaipeca.types import Chunk, Hit
-
-
-def chunk_fields(c: Chunk | Hit, source_path: str | None) -> dict[str, Any]:
-    """The fields of :class:`ChunkOut` from a stored chunk or a hit (``source_path`` as
-    shown to clients: relative to its corpus folder)."""
-    return {
-        "chunk_id": c.chunk_id,
-        "corpus": c.corpus,
-        "doc_id": c.doc_id,
-        "source_path": source_path,
-        "heading_path": list(c.heading_path),
-        "heading_trail": list(c.heading_trail),
-        "section_id": c.section_id,
-        "table_header": c.table_header,
-        "ocr": c.ocr,
-        "page_start": c.page_start,
-        "page_end": c.page_end,
-        "start": c.start,
-        "end": c.end,
-        "position": c.position,
-        "text": c.text,
-        "metadata": c.metadata,
-    }
 
 
 class ScoresOut(BaseModel):
@@ -107,6 +90,25 @@ class HitOut(ChunkOut):
         description="the text stops before the end of its document or section (the "
         "search's max_chars); read on with get_document(offset=end)",
     )
+
+
+_Wire = TypeVar("_Wire", bound=BaseModel)
+
+
+def _from_record(model: type[_Wire], record: Chunk, source_path: str | None) -> _Wire:
+    """``model`` filled from the same-named attributes of ``record`` (validation turns
+    tuples into lists and a nested record into its model), with ``source_path`` as shown
+    to clients: relative to its corpus folder."""
+    fields = {name: getattr(record, name) for name in model.model_fields}
+    return model.model_validate({**fields, "source_path": source_path}, from_attributes=True)
+
+
+def chunk_out(chunk: Chunk, source_path: str | None) -> ChunkOut:
+    return _from_record(ChunkOut, chunk, source_path)
+
+
+def hit_out(hit: Hit, source_path: str | None) -> HitOut:
+    return _from_record(HitOut, hit, source_path)
 
 
 class SearchOut(BaseModel):

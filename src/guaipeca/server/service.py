@@ -6,7 +6,6 @@ lock; reads never wait for it.
 """
 
 import contextlib
-import dataclasses
 import functools
 import hashlib
 import logging
@@ -15,7 +14,6 @@ import re
 import threading
 import time
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from guaipeca import __version__
 from guaipeca.config import CorpusSettings, LoadedSettings, Settings
@@ -54,11 +52,11 @@ from guaipeca.server.schema import (
     HitOut,
     IndexingState,
     IndexSummary,
-    ScoresOut,
     StatusOut,
     UploadLimits,
     UploadOut,
-    chunk_fields,
+    chunk_out,
+    hit_out,
 )
 from guaipeca.server.writes import WriteQueue
 from guaipeca.types import Chunk, Hit, IndexStats
@@ -298,24 +296,11 @@ class Service:
         )
 
     # -- reading -----------------------------------------------------------------------
-    def _chunk_fields(self, c: Chunk | Hit) -> dict[str, Any]:
-        return chunk_fields(c, self.relative_path(c.corpus, c.source_path))
-
     def chunk_out(self, chunk: Chunk) -> ChunkOut:
-        return ChunkOut(**self._chunk_fields(chunk))
+        return chunk_out(chunk, self.relative_path(chunk.corpus, chunk.source_path))
 
     def hit_out(self, hit: Hit) -> HitOut:
-        s = hit.scores
-        return HitOut(
-            **self._chunk_fields(hit),
-            score=hit.score,
-            scores=ScoresOut(**dataclasses.asdict(s)),
-            snippet=hit.snippet,
-            embedded=hit.embedded,
-            highlights=[list(h) for h in hit.highlights],
-            rerank_error=hit.rerank_error,
-            truncated=hit.truncated,
-        )
+        return hit_out(hit, self.relative_path(hit.corpus, hit.source_path))
 
     def status(self) -> StatusOut:
         # A Qdrant server that is down is reported, not raised: status must keep answering.

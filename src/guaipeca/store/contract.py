@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from guaipeca.errors import ConfigError
-from guaipeca.types import ChunkSpan, CorpusStats
+from guaipeca.types import ChunkLocation, ChunkSpan, CorpusStats
 
 if TYPE_CHECKING:
     from guaipeca.lexical import Analyzer
@@ -55,25 +55,24 @@ def valid_corpus_name(name: str) -> str:
     return name
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkRow:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChunkRow(ChunkLocation):
+    """A chunk as a store keeps it, within one corpus.
+
+    Not a :class:`~guaipeca.types.Chunk`: a store knows its chunks by an integer key and a
+    vector slot, and whether the vector is written yet; the public ``corpus:number`` id and
+    the OCR flag (from the document's metadata) are made above it, by the index.
+    """
+
+    #: Positive, never reused (the number in the public chunk id).
     chunk_pk: int
-    doc_id: str
-    position: int
-    start: int
-    end: int
-    heading_path: tuple[str, ...]
-    section_id: str
-    page_start: int | None
-    page_end: int | None
+    #: The chunk's row in the vector file (embedded store; Qdrant: its point id).
     slot: int
-    text: str
+    doc_id: str
     source_path: str | None
     metadata: dict[str, Any]
     # False while the chunk waits for its vector (progressive indexing): keyword only.
     embedded: bool = True
-    heading_trail: tuple[str, ...] = ()
-    table_header: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,6 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -26,7 +25,7 @@ from guaipeca.errors import GuaipecaError
 from guaipeca.store.contract import CorpusStore, PreparedDocument
 from guaipeca.store.embedded.corpus import Corpus
 from guaipeca.store.qdrant.corpus import QdrantCorpus
-from guaipeca.types import ChunkSpan
+from guaipeca.types import ChunkSpan, location_of
 
 __all__ = ["MigrateReport", "export_documents", "migrate_corpus"]
 
@@ -37,21 +36,6 @@ class MigrateReport:
     documents: int
     chunks: int
     skipped: int  # already migrated by an earlier, interrupted run
-
-
-def _span(row: Any) -> ChunkSpan:
-    return ChunkSpan(
-        start=row.start,
-        end=row.end,
-        text=row.text,
-        heading_path=tuple(row.heading_path),
-        section_id=row.section_id,
-        position=row.position,
-        page_start=row.page_start,
-        page_end=row.page_end,
-        heading_trail=tuple(row.heading_trail),
-        table_header=row.table_header,
-    )
 
 
 Exported = list[tuple[PreparedDocument, list[int]]]  # each document with its chunk ids
@@ -99,7 +83,7 @@ def _embedded_docs(store: Corpus, doc_ids: Sequence[str]) -> Exported:
                     metadata=doc.metadata,
                     source_path=doc.source_path,
                     modified=modified,
-                    chunks=[_span(c) for c in chunks],
+                    chunks=[ChunkSpan(**location_of(c)) for c in chunks],
                     embed_hashes=[hashes[c.chunk_pk] for c in chunks],
                     vectors=vecs,
                     source_state=(s_sha, s_size, s_mtime),

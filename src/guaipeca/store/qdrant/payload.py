@@ -15,7 +15,7 @@ from typing import Any
 
 from guaipeca.store import ChunkRow
 from guaipeca.store.contract import PreparedDocument
-from guaipeca.types import ChunkSpan
+from guaipeca.types import ChunkLocation, ChunkSpan, location_of
 
 __all__ = [
     "DOC_LIST_FIELDS",
@@ -53,7 +53,9 @@ def doc_fields(doc: PreparedDocument) -> dict[str, Any]:
     }
 
 
-def chunk_payload(base: Mapping[str, Any], chunk: Any, embed_sha256: str) -> dict[str, Any]:
+def chunk_payload(
+    base: Mapping[str, Any], chunk: ChunkLocation, embed_sha256: str
+) -> dict[str, Any]:
     heading = list(chunk.heading_path)
     return {
         **base,
@@ -76,18 +78,7 @@ def chunk_payload(base: Mapping[str, Any], chunk: Any, embed_sha256: str) -> dic
 
 
 def chunk_span(row: ChunkRow) -> ChunkSpan:
-    return ChunkSpan(
-        start=row.start,
-        end=row.end,
-        text=row.text,
-        heading_path=row.heading_path,
-        section_id=row.section_id,
-        position=row.position,
-        page_start=row.page_start,
-        page_end=row.page_end,
-        heading_trail=tuple(row.heading_trail),
-        table_header=row.table_header,
-    )
+    return ChunkSpan(**location_of(row))
 
 
 def chunk_row(pk: int, p: Mapping[str, Any]) -> ChunkRow:
