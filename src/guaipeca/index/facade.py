@@ -41,9 +41,9 @@ from guaipeca.errors import (
     NotFoundError,
     StorageError,
 )
-from guaipeca.index import ranking, results
+from guaipeca.index import pipeline, ranking, results
 from guaipeca.index.background import BackgroundEmbedder
-from guaipeca.index.checks import check_query, checkpoint, location_problem
+from guaipeca.index.checks import checkpoint, location_problem
 from guaipeca.index.heap import trim_c_heap
 from guaipeca.index.results import Scored
 from guaipeca.index.write import (
@@ -59,8 +59,6 @@ from guaipeca.store.embedded.corpus import Corpus
 from guaipeca.store.embedded.reembed import ReembedReport, reembed_corpus
 from guaipeca.text.languages import language_name
 from guaipeca.types import (
-    FUSIONS,
-    RETURN_MODES,
     AddReport,
     Chunk,
     Document,
@@ -527,82 +525,24 @@ class Index:
             NotFoundError: an unknown corpus name.
             StoppedError: ``cancel`` was set.
         """
-        s = self.settings.search
-        mode = mode or s.mode
-        top_k = s.top_k if top_k is None else top_k
-        depth = candidates or max(s.candidates, top_k)
-        k = s.rrf_k if rrf_k is None else rrf_k
-        w_dense = s.dense_weight if dense_weight is None else dense_weight
-        w_bm25 = s.bm25_weight if bm25_weight is None else bm25_weight
-        fusion = s.fusion if fusion is None else fusion
-        check_query(query, top_k, mode, depth, k)
-        if fusion not in FUSIONS:
-            raise InvalidArgumentError(
-                f"fusion must be one of {', '.join(FUSIONS)}, not {fusion!r:.30}"
-            )
-        if return_mode not in RETURN_MODES:
-            raise InvalidArgumentError(
-                f"return_mode must be one of {', '.join(RETURN_MODES)}, not {return_mode!r:.30}"
-            )
-        where = normalise_where(where)
-        validate_where(where)
-        where = results.section_filter_where(where, section_filter)
+        p = pipeline.plan(
+            self.settings, query, top_k=top_k, mode=mode, where=where, candidates=candidates,
+            rrf_k=rrf_k, dense_weight=dense_weight, bm25_weight=bm25_weight, fusion=fusion,
+            return_mode=return_mode, section_mode=section_mode, section_filter=section_filter,
+            rerank=rerank, top_k_before=top_k_before, toc_rerank=toc_rerank, max_chars=max_chars,
+        )  # fmt: skip
         names = self.corpora if corpora is None else list(corpora)  # []: none
         stores = [self._corpus(n) for n in names]
         check = checkpoint(cancel)
         check()
-        qvecs = self._query_vectors(query, stores) if mode != "keyword" else {}
-        scored: list[Scored] = []
-        for store in stores:
-            check()
-            qvec = qvecs.get(store.name)
-            dense = store.dense(qvec, depth, where, scan=s.dense_scan) if qvec is not None else []
-            check()
-            lexical = store.keyword(query, depth, where) if mode != "dense" else []
-            parts = results.score_parts(dense, lexical)
-            if mode == "hybrid":
-                fused = ranking.fuse_hybrid(
-                    dense, lexical, (w_dense, w_bm25), fusion, k,
-                    self._dense_languages(store.name), store.language,
-                )  # fmt: skip
-            else:
-                fused = dense if mode == "dense" else lexical
-            weight = self._weights.get(store.name, 1.0)
-            scored.extend((score * weight, store.name, pk, parts[pk]) for pk, score in fused)
-        scored.sort(key=lambda t: (-t[0], t[1], t[2]))
+        qvecs = self._query_vectors(query, stores) if p.mode != "keyword" else {}
+        scored = pipeline.retrieve(p, stores, qvecs, self._weights, self._dense_languages, check)
         check()
-        # The configured default reranks fused (hybrid) lists; a single retriever's list keeps
-        # its own scores (cosine, BM25) unless the caller asks for reranking explicitly.
-        # search.rerank left unset: on when an HTTP reranker is configured.
-        on = s.rerank if "rerank" in s.model_fields_set else self.settings.rerank.provider == "http"
-        do_rerank = (on and mode == "hybrid") if rerank is None else rerank
-        do_toc = s.toc_rerank if toc_rerank is None else toc_rerank
-        failed: str | None = None
-        if (do_rerank or do_toc) and scored:
-            before = s.top_k_before if top_k_before is None else top_k_before
-            if isinstance(before, bool) or not isinstance(before, int) or before < 1:
-                raise InvalidArgumentError(
-                    f"top_k_before must be a positive integer, not {before!r:.30}"
-                )
-            scored, failed = ranking.reranked(
-                scored, self._corpora, self._weights, self.settings, self._http_reranker,
-                query, before, top_k, lexical=do_rerank, toc=do_toc,
-            )  # fmt: skip
+        scored, failed = pipeline.rerank(
+            p, scored, self._corpora, self._weights, self.settings, self._http_reranker
+        )
         check()
-        if section_mode or return_mode != "chunks":
-            found = results.grouped(
-                scored,
-                self._corpora,
-                s,
-                query,
-                top_k,
-                return_mode,
-                section_mode,
-                max_chars=max_chars,
-                check=check,
-            )
-        else:
-            found = self.hits_from_scored(scored[:top_k], query)
+        found = pipeline.shape(p, scored, self._corpora, self.settings.search, check)
         return [dataclasses.replace(h, rerank_error=failed) for h in found] if failed else found
 
     def _dense_languages(self, corpus: str) -> frozenset[str] | None:
