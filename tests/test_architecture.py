@@ -31,9 +31,7 @@ NOT_YET_SPLIT = {
     "guaipeca.server.http._routes",
     "guaipeca.cli.commands",
     "guaipeca.convert.pdf",
-    "guaipeca.store.embedded.corpus",
     "guaipeca.index.facade",
-    "guaipeca.store.embedded.catalog",
 }
 
 

@@ -1,0 +1,132 @@
+"""The catalog's connections: one writer, a reader per thread (WAL), meta values and the
+write transaction's BEGIN IMMEDIATE … COMMIT."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from guaipeca.store.embedded.catalog.sql import IDENTITY, connect, damaged
+from guaipeca.store.embedded.catalog.txn import WriteTxn
+from guaipeca.store.embedded.migrations import migrate
+
+__all__ = ["CatalogConnection"]
+
+
+class CatalogConnection:
+    """The catalog's connections, meta values and write transactions (the read queries
+    are :class:`~guaipeca.store.embedded.catalog.reads.Catalog`'s)."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        try:
+            self._db = connect(str(path) if path else ":memory:")
+            if path is not None:
+                self._db.execute("PRAGMA journal_mode = WAL")
+                # FULL: a commit survives power loss, not just a process crash.
+                self._db.execute("PRAGMA synchronous = FULL")
+            migrate(self._db)
+        except sqlite3.DatabaseError as exc:
+            raise damaged(path, exc) from None
+
+    # -- connections -------------------------------------------------------------------
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """A connection for reads. On disk each thread gets its own (WAL readers never block)."""
+        if self.path is None:
+            with self._lock:
+                yield self._db
+            return
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        try:
+            if db is None:
+                db = connect(str(self.path))
+                db.execute("PRAGMA query_only = ON")
+                self._local.db = db
+            yield db
+        except sqlite3.DatabaseError as exc:
+            raise damaged(self.path, exc) from None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+    # -- meta --------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        with self._reading() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, values: Mapping[str, str]) -> None:
+        with self.write(derived=False) as txn:
+            for k, v in values.items():
+                txn.set_meta(k, v)
+
+    def generation(self) -> int:
+        return int(self.get_meta("generation") or 0)
+
+    def vector_identity(self) -> dict[str, Any] | None:
+        """The recorded identity of the vectors (None: nothing recorded yet); fields that
+        were not recorded (corpora older than identities) are None."""
+        with self._reading() as db:
+            row = db.execute(f"SELECT {', '.join(IDENTITY)} FROM vector_identity").fetchone()
+        return None if row is None else dict(zip(IDENTITY, row, strict=True))
+
+    # -- writes ------------------------------------------------------------------------
+    @contextmanager
+    def write(self, *, derived: bool = True) -> Iterator[WriteTxn]:
+        """One write transaction: BEGIN IMMEDIATE … COMMIT, rolled back on any exception.
+
+        ``derived=False`` marks a write that changes nothing the vectors or the lexical
+        index derive from (metadata, file state): it keeps the generation, so derived
+        indexes stay in step without any work.
+        """
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.DatabaseError as exc:
+                raise damaged(self.path, exc) from None
+            try:
+                txn = WriteTxn(self._db, bump=derived)
+                yield txn
+                txn.finish()
+                self._db.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                raise damaged(self.path, exc) from None
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def read_sql(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read-only query (for the integrity check)."""
+        with self._reading() as db:
+            return [tuple(r) for r in db.execute(sql, list(params))]
+
+    def size_bytes(self) -> int:
+        if self.path is None:
+            return 0
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                total += p.stat().st_size
+        return total
+
+    def vacuum(self) -> None:
+        with self._lock:
+            self._db.execute("VACUUM")
+            if self.path is not None:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
