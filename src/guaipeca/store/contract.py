@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Backend",
     "CatalogReader",
+    "ChunkEnrichment",
     "ChunkRow",
     "CorpusStore",
     "DenseScan",
@@ -39,6 +40,9 @@ __all__ = [
 ]
 
 F32 = npt.NDArray[np.float32]
+
+#: A chunk's enrichment as stored: its JSON (SPEC §8; None: none) and its (kind, term) pairs.
+ChunkEnrichment = tuple[str | None, tuple[tuple[str, str], ...]]
 
 #: How a dense search scans the vectors: all of them, sign bits first, or by corpus size.
 DenseScan = Literal["exact", "binary", "auto"]
@@ -100,7 +104,7 @@ class PreparedDocument:
     vectors: F32
     source_state: tuple[str | None, int | None, int | None] = (None, None, None)
     # Per chunk: enrichment JSON and its (kind, term) pairs (SPEC §8); empty: none.
-    enrichments: Sequence[tuple[str | None, tuple[tuple[str, str], ...]]] = ()
+    enrichments: Sequence[ChunkEnrichment] = ()
     # Per chunk: the input still to embed when its vector comes later (progressive indexing;
     # its row in ``vectors`` is ignored), or None; empty: every vector is given.
     pending: Sequence[str | None] = ()

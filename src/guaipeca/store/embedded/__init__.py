@@ -2,7 +2,7 @@
 slots, the binary prefilter, the write lock, the corpus that keeps them in step, and the
 offline check."""
 
-from guaipeca.store.embedded.catalog import Catalog, ChunkRecord, WriteTxn
+from guaipeca.store.embedded.catalog import Catalog, WriteTxn
 from guaipeca.store.embedded.corpus import Corpus
 from guaipeca.store.embedded.lock import WriteLock
 from guaipeca.store.embedded.vectors import (
@@ -14,7 +14,6 @@ from guaipeca.store.embedded.vectors import (
 
 __all__ = [
     "Catalog",
-    "ChunkRecord",
     "Corpus",
     "FileVectors",
     "MemoryVectors",

@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import pytest
 
-from guaipeca.store.embedded import Catalog, ChunkRecord
+from guaipeca.store.embedded import Catalog
+from guaipeca.types import ChunkSpan
 
 
-def _chunks(n: int) -> list[ChunkRecord]:
+def _chunks(n: int) -> list[ChunkSpan]:
     return [
-        ChunkRecord(i, i * 10, i * 10 + 5, ("T",), "s:x", None, None, f"h{i}") for i in range(n)
+        ChunkSpan(
+            start=i * 10,
+            end=i * 10 + 5,
+            text="x" * 5,
+            position=i,
+            heading_path=("T",),
+            section_id="s:x",
+        )
+        for i in range(n)
     ]
 
 
@@ -28,6 +37,7 @@ def _insert(catalog: Catalog, doc_id: str, n: int) -> list[int]:
             source_path=None,
             modified=None,
             chunks=_chunks(n),
+            embed_hashes=[f"h{i}" for i in range(n)],
             slots=slots,
         )
     return slots

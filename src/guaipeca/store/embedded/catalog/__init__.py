@@ -6,6 +6,6 @@ counter. The vector file and the lexical index are derived from it.
 """
 
 from guaipeca.store.embedded.catalog.reads import Catalog
-from guaipeca.store.embedded.catalog.txn import ChunkRecord, WriteTxn
+from guaipeca.store.embedded.catalog.txn import WriteTxn
 
-__all__ = ["Catalog", "ChunkRecord", "WriteTxn"]
+__all__ = ["Catalog", "WriteTxn"]

@@ -6,32 +6,14 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from guaipeca.store.contract import ChunkEnrichment
 from guaipeca.store.embedded.catalog.sql import EMBEDDED, IDENTITY
+from guaipeca.types import ChunkLocation
 
-__all__ = ["ChunkRecord", "WriteTxn"]
-
-
-@dataclass(frozen=True, slots=True)
-class ChunkRecord:
-    """A chunk to insert (its vector slot is chosen by the transaction)."""
-
-    position: int
-    start: int
-    end: int
-    heading_path: tuple[str, ...]
-    section_id: str
-    page_start: int | None
-    page_end: int | None
-    embed_sha256: str
-    # Enrichment JSON (SPEC §8) and its (kind, term) pairs for find_related.
-    enrichment: str | None = None
-    terms: tuple[tuple[str, str], ...] = ()
-    heading_trail: tuple[str, ...] = ()
-    table_header: str | None = None
+__all__ = ["WriteTxn"]
 
 
 class WriteTxn:
@@ -124,15 +106,19 @@ class WriteTxn:
         metadata: Mapping[str, Any],
         source_path: str | None,
         modified: float | None,
-        chunks: Sequence[ChunkRecord],
+        chunks: Sequence[ChunkLocation],
+        embed_hashes: Sequence[str],
         slots: Sequence[int],
+        enrichments: Sequence[ChunkEnrichment] = (),
         source_state: tuple[str | None, int | None, int | None] = (None, None, None),
         pending: Sequence[str | None] = (),
     ) -> list[int]:
         """Insert a document and its chunks; returns the new chunk_pks in position order.
 
-        ``pending``: per chunk, the input still to embed (its slot holds no vector yet), or
-        None for a chunk whose vector is written in this transaction; empty: none pending.
+        Per chunk: ``embed_hashes`` (what was embedded), ``slots`` (its vector's row) and
+        ``enrichments`` (JSON and (kind, term) pairs; empty: none). ``pending``: per chunk,
+        the input still to embed (its slot holds no vector yet), or None for a chunk whose
+        vector is written in this transaction; empty: none pending.
         """
         filename = extension = None
         if source_path:
@@ -159,32 +145,15 @@ class WriteTxn:
         )
         doc_pk = int(cur.lastrowid or 0)
         pks: list[int] = []
-        for rec, slot in zip(chunks, slots, strict=True):
-            cur = self._db.execute(
-                'INSERT INTO chunks(doc_pk, position, start, "end", heading_path, section_id, '
-                "page_start, page_end, slot, embed_sha256, enrichment, heading_trail, "
-                "table_header) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    doc_pk,
-                    rec.position,
-                    rec.start,
-                    rec.end,
-                    json.dumps(list(rec.heading_path), ensure_ascii=False),
-                    rec.section_id,
-                    rec.page_start,
-                    rec.page_end,
-                    slot,
-                    rec.embed_sha256,
-                    rec.enrichment,
-                    json.dumps(list(rec.heading_trail or rec.heading_path), ensure_ascii=False),
-                    rec.table_header,
-                ),
-            )
-            pk = int(cur.lastrowid or 0)
-            if rec.terms:
+        extras = enrichments or [(None, ())] * len(chunks)
+        for chunk, sha, slot, (enrichment, terms) in zip(
+            chunks, embed_hashes, slots, extras, strict=True
+        ):
+            pk = self._insert_chunk(doc_pk, chunk, slot, sha, enrichment)
+            if terms:
                 self._db.executemany(
                     "INSERT OR IGNORE INTO chunk_terms(term, kind, chunk_pk) VALUES (?,?,?)",
-                    [(term, kind, pk) for kind, term in rec.terms],
+                    [(term, kind, pk) for kind, term in terms],
                 )
             pks.append(pk)
             todo = pending[len(pks) - 1] if pending else None
@@ -195,6 +164,31 @@ class WriteTxn:
                     "INSERT INTO pending_vectors(chunk_pk, input) VALUES (?, ?)", (pk, todo)
                 )
         return pks
+
+    def _insert_chunk(
+        self, doc_pk: int, chunk: ChunkLocation, slot: int, sha: str, enrichment: str | None
+    ) -> int:
+        cur = self._db.execute(
+            'INSERT INTO chunks(doc_pk, position, start, "end", heading_path, section_id, '
+            "page_start, page_end, slot, embed_sha256, enrichment, heading_trail, "
+            "table_header) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                doc_pk,
+                chunk.position,
+                chunk.start,
+                chunk.end,
+                json.dumps(list(chunk.heading_path), ensure_ascii=False),
+                chunk.section_id,
+                chunk.page_start,
+                chunk.page_end,
+                slot,
+                sha,
+                enrichment,
+                json.dumps(list(chunk.heading_trail or chunk.heading_path), ensure_ascii=False),
+                chunk.table_header,
+            ),
+        )
+        return int(cur.lastrowid or 0)
 
     def take_pending(self, chunk_pks: Sequence[int]) -> dict[int, tuple[int, str]]:
         """``chunk_pk -> (slot, hash)`` of the given chunks that are still pending, which

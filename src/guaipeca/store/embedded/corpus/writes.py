@@ -3,7 +3,6 @@ catalog commit last), deletes, the embedding phase's fills, and the vector backu
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -11,11 +10,9 @@ import numpy as np
 import numpy.typing as npt
 
 from guaipeca.store.contract import PreparedDocument
-from guaipeca.store.embedded.catalog import ChunkRecord
 from guaipeca.store.embedded.corpus.recovery import BACKUP_NAME
 from guaipeca.store.embedded.corpus.snapshot import Snapshots
 from guaipeca.store.embedded.vectors import backup_rows, write_backup
-from guaipeca.types import ChunkSpan
 
 F32 = npt.NDArray[np.float32]
 _BACKUP_MIN_PENDING = 64
@@ -91,14 +88,10 @@ class Writes(Snapshots):
                             metadata=doc.metadata,
                             source_path=doc.source_path,
                             modified=doc.modified,
-                            chunks=_enriched(
-                                [
-                                    _record(c, h)
-                                    for c, h in zip(doc.chunks, doc.embed_hashes, strict=True)
-                                ],
-                                doc.enrichments,
-                            ),
+                            chunks=doc.chunks,
+                            embed_hashes=doc.embed_hashes,
                             slots=slots,
+                            enrichments=doc.enrichments,
                             source_state=doc.source_state,
                             pending=doc.pending,
                         )
@@ -259,30 +252,3 @@ class Writes(Snapshots):
         """Replace a document's metadata (no re-embedding, no lexical change)."""
         with self._lock, self.catalog.write(derived=False) as txn:
             return txn.update_metadata(doc_id, metadata)
-
-
-def _record(chunk: ChunkSpan, embed_sha256: str) -> ChunkRecord:
-    return ChunkRecord(
-        position=chunk.position,
-        start=chunk.start,
-        end=chunk.end,
-        heading_path=chunk.heading_path,
-        section_id=chunk.section_id,
-        page_start=chunk.page_start,
-        page_end=chunk.page_end,
-        embed_sha256=embed_sha256,
-        heading_trail=chunk.heading_trail,
-        table_header=chunk.table_header,
-    )
-
-
-def _enriched(
-    records: list[ChunkRecord],
-    enrichments: Sequence[tuple[str | None, tuple[tuple[str, str], ...]]],
-) -> list[ChunkRecord]:
-    if not enrichments:
-        return records
-    return [
-        dataclasses.replace(r, enrichment=data, terms=terms)
-        for r, (data, terms) in zip(records, enrichments, strict=True)
-    ]
