@@ -122,6 +122,7 @@ def main() -> None:
 
     sys.path.insert(0, str(REPO / "src"))
     from guaipeca.embed.safetensors import write_safetensors
+    from guaipeca.embed.static import STATIC_FUSION_WEIGHT
 
     vectors, tokens, tokenizer_file = token_vectors(args.threads)
     used = np.array([not UNUSED.fullmatch(t) for t in tokens])
@@ -154,6 +155,9 @@ def main() -> None:
         "seq_length": 1000000,
         "normalize": True,
         "license": "apache-2.0 (derived from all-MiniLM-L6-v2; see all-MiniLM-L6-v2.LICENSE)",
+        # Guaipeca's own key: how much hybrid search trusts this model's dense list
+        # (guaipeca.embed.static.STATIC_FUSION_WEIGHT, chosen on the shared sets).
+        "fusion_weight": STATIC_FUSION_WEIGHT,
     }
     (args.out / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     digest = hashlib.sha256((args.out / "model.safetensors").read_bytes()).hexdigest()

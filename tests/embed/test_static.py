@@ -16,8 +16,9 @@ from tokenizers import Tokenizer
 
 from guaipeca.config import EmbeddingSettings
 from guaipeca.embed import Embedder, load_embedder
+from guaipeca.embed.languages import model_fusion_weight
 from guaipeca.embed.safetensors import read_safetensors, write_safetensors
-from guaipeca.embed.static import DEFAULT_STATIC_MODEL_NAME, StaticEmbedder
+from guaipeca.embed.static import DEFAULT_STATIC_MODEL_NAME, STATIC_FUSION_WEIGHT, StaticEmbedder
 from guaipeca.errors import ConfigError, ModelError
 
 BUNDLED = Path(__file__).parents[2] / "src/guaipeca/data/static-minilm"
@@ -262,3 +263,100 @@ def test_an_index_on_disk_searches_with_the_static_model(
     assert hybrid[0].doc_id == "tax"
     with Index(tmp_path / "idx", embedder=StaticEmbedder()) as reopened:
         assert reopened.search("sourdough starter", mode="dense", top_k=1)[0].doc_id == "bread"
+
+
+# -- the fusion weight a model carries ---------------------------------------------------------
+
+
+def test_the_fusion_weight_is_read_from_the_folders_config(tmp_path: Path) -> None:
+    assert StaticEmbedder().fusion_weight == STATIC_FUSION_WEIGHT == 0.1  # the bundled folder
+    folder = _word_level_folder(tmp_path, embeddings=np.eye(5, dtype=np.float32))
+    assert StaticEmbedder(folder).fusion_weight == STATIC_FUSION_WEIGHT  # none declared
+    config = folder / "config.json"
+    config.write_text(json.dumps({"normalize": True, "fusion_weight": 0.35}))
+    model = StaticEmbedder(folder)
+    assert model.fusion_weight == 0.35
+    assert model_fusion_weight(model) == 0.35
+    config.write_text(json.dumps({"fusion_weight": None}))
+    assert StaticEmbedder(folder).fusion_weight == STATIC_FUSION_WEIGHT
+    for bad in (-0.1, 1.5, "high", True, [0.5]):
+        config.write_text(json.dumps({"fusion_weight": bad}))
+        with pytest.raises(ModelError, match=r"config\.json: fusion_weight must be") as info:
+            StaticEmbedder(folder)
+        assert "\n" not in str(info.value)
+
+
+def test_models_that_declare_no_fusion_weight_get_full_weight() -> None:
+    from guaipeca.embed.hashing import HashingEmbedder
+
+    assert model_fusion_weight(HashingEmbedder(16)) == 1.0
+
+
+def _noise_folder(tmp_path: Path) -> Path:
+    """The bundled model's tokenizer over a table of random vectors: a useless dense side."""
+    folder = tmp_path / "noise-m2v"
+    folder.mkdir()
+    shutil.copyfile(BUNDLED / "tokenizer.json", folder / "tokenizer.json")
+    rows = Tokenizer.from_file(str(BUNDLED / "tokenizer.json")).get_vocab_size(True)
+    table = np.random.default_rng(7).standard_normal((rows, 16)).astype(np.float32)
+    write_safetensors(folder / "model.safetensors", {"embeddings": table})
+    (folder / "config.json").write_text(json.dumps({"model_type": "model2vec"}))
+    return folder
+
+
+NOISE_DOCS = {
+    f"d{i}": text
+    for i, text in enumerate(
+        [
+            "The guaipeca is a small fish of southern Brazilian rivers.",
+            "Income tax returns are due at the end of April.",
+            "Sourdough bread needs a starter, flour, water and time.",
+            "River fish migrate upstream to spawn in spring.",
+            "A tax on bread was repealed after the riots.",
+            "Flour mills on the river ground wheat for the town.",
+            "Spring floods carried the mill wheel away.",
+            "Small fish hide among the reeds of slow rivers.",
+            "The town raised a tax on flour to rebuild the mill.",
+            "Bread and fish were sold at the market by the river.",
+        ]
+    )
+}
+
+
+def test_hybrid_with_a_useless_static_model_keeps_the_keyword_ranking_on_top(
+    tmp_path: Path,
+) -> None:
+    """End to end: an index whose static model is noise. At the model's fusion weight (the
+    static default), every hybrid search starts with keyword search's first hit and ranks
+    every keyword hit above what keyword search did not find; the index fuses exactly by the
+    library's rule. ``embedding.fusion_weight`` overrides the model's own weight."""
+    from guaipeca.config import EngineSettings
+    from guaipeca.index import Index
+    from guaipeca.search.fusion import rrf_weights, weighted_rrf
+
+    noise = StaticEmbedder(_noise_folder(tmp_path))
+    assert noise.fusion_weight == STATIC_FUSION_WEIGHT
+    queries = ["small fish", "tax on flour", "river mill", "bread market", "spring"]
+    for override, factor in ((None, STATIC_FUSION_WEIGHT), (1.0, 1.0)):
+        settings = EngineSettings.model_validate({"embedding": {"fusion_weight": override}})
+        with Index(embedder=noise, settings=settings) as index:
+            index.add_documents(NOISE_DOCS)
+            for query in queries:
+                run = {
+                    mode: [h.chunk_id for h in index.search(query, mode=mode, top_k=10)]
+                    for mode in ("dense", "keyword", "hybrid")
+                }
+                pk = {c: int(c.rpartition(":")[2]) for c in run["dense"] + run["keyword"]}
+                w_dense, w_bm25 = rrf_weights(1.0, 1.5, factor)
+                expected = weighted_rrf(
+                    [
+                        ([pk[c] for c in run["dense"]], w_dense),
+                        ([pk[c] for c in run["keyword"]], w_bm25),
+                    ],
+                    k=10.0,
+                )
+                assert [pk[c] for c in run["hybrid"]] == [p for p, _ in expected][:10]
+                if override is None:
+                    assert run["hybrid"][0] == run["keyword"][0]
+                    found = set(run["keyword"])
+                    assert run["hybrid"][: len(found)] == [c for c in run["hybrid"] if c in found]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from guaipeca.search.fusion import dense_weight_for, weighted_rrf, zscore_fusion
+from guaipeca.search.fusion import dense_weight_for, rrf_weights, weighted_rrf, zscore_fusion
 
 
 def test_weighted_rrf_matches_the_formula() -> None:
@@ -95,3 +95,54 @@ def test_the_dense_weight_is_zero_only_for_a_language_the_model_does_not_know() 
     assert dense_weight_for(1.0, english, "en") == 1.0
     assert dense_weight_for(1.0, None, "pt") == 1.0  # multilingual or unknown model
     assert dense_weight_for(0.7, english, None) == 0.7  # unknown corpus language
+
+
+def test_the_models_fusion_weight_scales_the_dense_weight() -> None:
+    english = frozenset({"en"})
+    assert dense_weight_for(1.0, english, "en", 0.1) == pytest.approx(0.1)
+    assert dense_weight_for(2.0, None, "pt", 0.25) == pytest.approx(0.5)
+    assert dense_weight_for(1.0, english, "pt", 0.1) == 0.0  # the language rule still holds
+    assert dense_weight_for(0.7, english, "en", 1.0) == 0.7  # full weight: unchanged
+    for bad in (-0.1, 1.5, math.nan):
+        with pytest.raises(ValueError, match="fusion weight"):
+            dense_weight_for(1.0, None, None, bad)
+
+
+def test_rrf_weights_keep_the_total_and_the_lowered_ratio() -> None:
+    assert rrf_weights(1.0, 1.5, 1.0) == (1.0, 1.5)  # untouched: bundled rankings unchanged
+    assert rrf_weights(1.0, 1.5, 0.0) == (0.0, 2.5)  # a dropped list hands its weight over
+    dense, keyword = rrf_weights(1.0, 1.5, 0.1)
+    assert dense + keyword == pytest.approx(2.5)
+    assert dense / keyword == pytest.approx(0.1 / 1.5)
+
+
+# Any keyword list of up to search.candidates (100) distinct ids, any dense list.
+_KEYWORD = st.lists(st.integers(0, 400), min_size=1, max_size=100, unique=True)
+_DENSE = st.lists(st.integers(0, 400), max_size=100, unique=True)
+
+
+@given(_KEYWORD, _DENSE)
+def test_a_useless_dense_list_at_the_static_weight_cannot_outrank_keyword_hits(
+    keyword: list[int], dense: list[int]
+) -> None:
+    """The contract behind hybrid >= keyword for the static model: with the default weights
+    (dense 1.0, BM25 1.5, k 10) and the static model's fusion weight 0.1, whatever its dense
+    list holds, keyword search's first hit stays first and every keyword hit stays above
+    every chunk keyword search did not find. A useless dense list can only reorder keyword
+    hits among themselves, and only near-ties."""
+    from guaipeca.embed.static import STATIC_FUSION_WEIGHT
+
+    w_dense, w_bm25 = rrf_weights(1.0, 1.5, dense_weight_for(1.0, None, None, STATIC_FUSION_WEIGHT))
+    fused = [i for i, _ in weighted_rrf([(dense, w_dense), (keyword, w_bm25)], k=10.0)]
+    assert fused[0] == keyword[0]
+    found = set(keyword)
+    assert fused[: len(keyword)] == [i for i in fused if i in found]
+
+
+@given(st.lists(st.integers(0, 40), min_size=3, max_size=30, unique=True))
+def test_at_full_weight_a_dense_list_can_displace_the_keyword_top_hit(keyword: list[int]) -> None:
+    # The counterpart that shows the property above is not free: at weight 1 a dense list
+    # holding only the keyword list's second hit puts it first.
+    w_dense, w_bm25 = rrf_weights(1.0, 1.5, dense_weight_for(1.0, None, None, 1.0))
+    fused = weighted_rrf([([keyword[1]], w_dense), (keyword, w_bm25)], k=10.0)
+    assert fused[0][0] == keyword[1]

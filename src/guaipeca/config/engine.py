@@ -103,6 +103,12 @@ class EmbeddingSettings(FrozenModel):
         None,
         description="ISO codes of the languages the model knows, e.g. [en] (null: the model's own)",
     )
+    fusion_weight: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="factor on search.dense_weight for this model (null: its own; static 0.1)",
+    )
 
     @field_validator("languages")
     @classmethod

@@ -4,7 +4,9 @@ No transformer runs at index or query time, so embedding costs a tokenizer pass 
 (hundreds of times faster than the bundled MiniLM; docs/benchmarks.md). The table and its
 tokenizer come in the model2vec folder format (https://github.com/MinishLab/model2vec):
 
-* ``config.json`` — ``normalize`` (default true) and, optionally, the distillation settings;
+* ``config.json`` — ``normalize`` (default true), optionally the distillation settings, and
+  Guaipeca's own ``fusion_weight`` (a number in [0, 1]: how much hybrid search trusts this
+  model's dense list, a factor on ``search.dense_weight``; absent: ``STATIC_FUSION_WEIGHT``);
 * ``tokenizer.json`` — a Hugging Face ``tokenizers`` file;
 * ``model.safetensors`` — ``embeddings`` ``[rows, dim]`` (any float or int8 dtype), and
   optionally ``weights`` ``[vocab]`` (a scale per token id, applied before pooling) and
@@ -37,12 +39,25 @@ from guaipeca.errors import InvalidArgumentError, ModelError
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-__all__ = ["DEFAULT_STATIC_MODEL_NAME", "DEFAULT_STATIC_RESOURCE", "StaticEmbedder"]
+__all__ = [
+    "DEFAULT_STATIC_MODEL_NAME",
+    "DEFAULT_STATIC_RESOURCE",
+    "STATIC_FUSION_WEIGHT",
+    "StaticEmbedder",
+]
 
 #: The bundled static model, relative to the ``guaipeca`` package.
 DEFAULT_STATIC_RESOURCE = "data/static-minilm"
 #: The name its vectors carry (part of an index's identity).
 DEFAULT_STATIC_MODEL_NAME = "static-minilm-v1"
+
+#: The fusion weight of a static model whose folder declares none. A mean of token vectors
+#: ranks far below a transformer (the bundled static model: SciFact dense nDCG@10 0.45 against
+#: MiniLM's 0.66), and at full weight its list pulled RRF below keyword search on both English
+#: sets. Chosen by cross-validation on the shared sets (tune on two, check on the third; the
+#: three folds all chose 0.1 or 0.125): hybrid >= keyword on all three, squad-pt scored without
+#: the language rule so it stands for a model of unknown languages (docs/benchmarks-quality.md).
+STATIC_FUSION_WEIGHT = 0.1
 
 # model2vec's own default: enough for any chunk the chunker makes, and a bound on the work a
 # pathological input can cause.
@@ -105,6 +120,8 @@ class StaticEmbedder:
             path / "model.safetensors", self._tokenizer.get_vocab_size(with_added_tokens=True)
         )
         self.normalize = bool(config.get("normalize", True))
+        #: How much hybrid search trusts this model's dense list (search/fusion.py).
+        self.fusion_weight = _fusion_weight(config, path / "config.json")
         #: sha256 of model.safetensors: two folders of one name can hold different tables.
         self.weights_sha256 = file_sha256(path / "model.safetensors")
         self._unk_id = _unknown_id(self._tokenizer)
@@ -209,6 +226,15 @@ def _read_config(folder: Path) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise ModelError(f"{config_file} is not a JSON object")
     return config
+
+
+def _fusion_weight(config: dict[str, Any], file: Path) -> float:
+    value = config.get("fusion_weight")
+    if value is None:
+        return STATIC_FUSION_WEIGHT
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ModelError(f"{file}: fusion_weight must be a number from 0 to 1, not {value!r:.30}")
+    return float(value)
 
 
 def _load_tokenizer(file: Path) -> Tokenizer:

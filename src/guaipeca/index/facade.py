@@ -30,7 +30,7 @@ from guaipeca.embed import (
     default_embedder,
     identity_of,
 )
-from guaipeca.embed.languages import model_languages
+from guaipeca.embed.languages import model_fusion_weight, model_languages
 from guaipeca.errors import (
     BackendUnavailableError,
     ConfigError,
@@ -497,8 +497,9 @@ class Index:
         A hybrid search fuses each corpus's dense and keyword lists by ``fusion`` (default
         ``search.fusion``: ``rrf``, weighted Reciprocal Rank Fusion, or ``zscore``, the
         weighted mean of z-scored scores) with ``dense_weight`` and ``bm25_weight``; the dense
-        list weighs nothing on a corpus whose language the model does not know
-        (``embedding.languages``).
+        weight is scaled by the model's fusion weight (``embedding.fusion_weight``, else the
+        model's own: 1, static models 0.1), and the dense list weighs nothing on a corpus
+        whose language the model does not know (``embedding.languages``).
 
         ``rerank`` (default ``search.rerank``, which applies to hybrid searches) re-orders the
         best ``top_k_before`` candidates (default ``search.top_k_before``) by query-term
@@ -536,7 +537,9 @@ class Index:
         check = checkpoint(cancel)
         check()
         qvecs = self._query_vectors(query, stores) if p.mode != "keyword" else {}
-        scored = pipeline.retrieve(p, stores, qvecs, self._weights, self._dense_languages, check)
+        scored = pipeline.retrieve(
+            p, stores, qvecs, self._weights, self._dense_languages, self._fusion_weight, check
+        )
         check()
         scored, failed = pipeline.rerank(
             p, scored, self._corpora, self._weights, self.settings, self._http_reranker
@@ -551,6 +554,10 @@ class Index:
         if declared is not None:
             return frozenset(declared)
         return model_languages(self._model(corpus).embedder)
+
+    def _fusion_weight(self, corpus: str) -> float:
+        """The factor on the dense weight the corpus's model carries (1: full weight)."""
+        return self._model(corpus).fusion_weight
 
     def _http_reranker(self) -> HttpReranker:
         with self._lock:
@@ -738,6 +745,9 @@ class _Model:
     name: str
     identity: EmbedderIdentity
     writer: DocumentWriter
+    #: The factor on ``search.dense_weight`` for this model's dense list in hybrid fusion:
+    #: ``embedding.fusion_weight``, else the model's own (1 but for static models).
+    fusion_weight: float
 
     @classmethod
     def of(cls, base: Embedder, settings: EngineSettings) -> _Model:
@@ -748,7 +758,11 @@ class _Model:
             else base
         )
         return cls(
-            embedder, base.name, identity_of(base), DocumentWriter(settings, embedder, base.name)
+            embedder,
+            base.name,
+            identity_of(base),
+            DocumentWriter(settings, embedder, base.name),
+            model_fusion_weight(base) if emb.fusion_weight is None else emb.fusion_weight,
         )
 
 

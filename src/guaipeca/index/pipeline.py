@@ -128,13 +128,15 @@ def retrieve(
     query_vectors: Mapping[str, Any],
     corpus_weights: Mapping[str, float],
     dense_languages: Callable[[str], frozenset[str] | None],
+    fusion_weight: Callable[[str], float],
     check: Callable[[], None],
 ) -> list[Scored]:
     """Every corpus's candidates (its fused list for a hybrid search), each score times the
     corpus weight, merged best first (ties by corpus name, then chunk key).
 
     ``query_vectors`` holds the query embedded for each corpus by name (empty for a keyword
-    search); ``dense_languages`` names the languages a corpus's model knows.
+    search); ``dense_languages`` names the languages a corpus's model knows, and
+    ``fusion_weight`` the factor on the dense weight its model carries.
     """
     scored: list[Scored] = []
     for store in stores:
@@ -147,7 +149,7 @@ def retrieve(
         if p.mode == "hybrid":
             fused = ranking.fuse_hybrid(
                 dense, lexical, p.weights, p.fusion, p.rrf_k,
-                dense_languages(store.name), store.language,
+                dense_languages(store.name), store.language, fusion_weight(store.name),
             )  # fmt: skip
         else:
             fused = dense if p.mode == "dense" else lexical

@@ -1,7 +1,8 @@
 """The hybrid list of one corpus, and the reranking stage over the merged list.
 
-Fusion (search/fusion.py) with the language rule: the dense list weighs nothing on a corpus
-whose language the embedding model does not know. Reranking: the ToC boost and the lexical
+Fusion (search/fusion.py) with the model's fusion weight and the language rule: the dense
+list weighs what the model's expected quality allows, and nothing on a corpus whose language
+the embedding model does not know. Reranking: the ToC boost and the lexical
 reranker (index/results.py), or an HTTP cross-encoder whose failure leaves the fused order.
 """
 
@@ -12,7 +13,7 @@ from collections.abc import Callable, Mapping
 from guaipeca.config import EngineSettings, RerankSettings
 from guaipeca.index import results
 from guaipeca.index.results import Scored
-from guaipeca.search.fusion import dense_weight_for, weighted_rrf, zscore_fusion
+from guaipeca.search.fusion import dense_weight_for, rrf_weights, weighted_rrf, zscore_fusion
 from guaipeca.search.rerank_http import HttpReranker
 from guaipeca.store.contract import CorpusStore
 from guaipeca.text.languages import iso_code
@@ -28,17 +29,17 @@ def fuse_hybrid(
     k: float,
     model_languages: frozenset[str] | None,
     corpus_language: str,
+    model_quality: float = 1.0,
 ) -> list[tuple[int, float]]:
     """One corpus's hybrid list by ``fusion`` (``rrf`` or ``zscore``) with the (dense,
-    keyword) ``weights``; the dense weight is 0 when the model does not know the corpus's
-    language (its Snowball name)."""
-    w_dense = dense_weight_for(weights[0], model_languages, iso_code(corpus_language))
+    keyword) ``weights``; the dense weight is scaled by the model's fusion weight
+    ``model_quality``, and is 0 when the model does not know the corpus's language (its
+    Snowball name)."""
+    w_dense = dense_weight_for(
+        weights[0], model_languages, iso_code(corpus_language), model_quality
+    )
     if fusion == "rrf":
-        # A dense list dropped for its language hands its weight to the keyword list: this
-        # corpus's RRF scores then stay on the scale of corpora that fuse both lists, so a
-        # cross-corpus merge does not rank its exact matches below another corpus's
-        # meaning-only hits (the order inside the corpus is the keyword order either way).
-        w_lexical = weights[1] + (weights[0] - w_dense)
+        w_dense, w_lexical = rrf_weights(weights[0], weights[1], w_dense)
         return weighted_rrf(
             [([pk for pk, _ in dense], w_dense), ([pk for pk, _ in lexical], w_lexical)], k=k
         )

@@ -2,10 +2,15 @@
 
 * :func:`weighted_rrf`: weighted Reciprocal Rank Fusion, the hybrid default
   (``search.fusion: rrf``) and ``find_related``'s fusion of two rankings.
-* :func:`dense_weight_for`: the dense list's weight for one corpus, zero when the model was
-  not trained for the corpus's language. Measured (docs/benchmarks-quality.md): the English
-  model's dense list lowered every fusion, rank or score, below keyword search alone on a
-  Portuguese collection; with the rule, hybrid there is the keyword ranking.
+* :func:`dense_weight_for`: the dense list's weight for one corpus: ``search.dense_weight``
+  times the model's fusion weight (its expected quality: 1 for transformer models, 0.1 for
+  static ones unless their folder says otherwise), and zero when the model was not trained
+  for the corpus's language. Measured (docs/benchmarks-quality.md): the English model's
+  dense list lowered every fusion, rank or score, below keyword search alone on a Portuguese
+  collection; the static model's (dense nDCG@10 0.45 against keyword 0.70 on SciFact)
+  lowered RRF below keyword on both English sets at full weight.
+* :func:`rrf_weights`: the (dense, keyword) RRF weights once the dense one is lowered, both
+  scaled back to the configured total, so every corpus's scores stay on one scale.
 * :func:`zscore_fusion` (``search.fusion: zscore``): each list's scores become z-scores and
   the lists are mixed by a convex combination — Montague & Aslam's score normalisation
   ("Relevance score normalization for metasearch", CIKM 2001) and the convex combination of
@@ -22,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 
-__all__ = ["dense_weight_for", "weighted_rrf", "zscore_fusion"]
+__all__ = ["dense_weight_for", "rrf_weights", "weighted_rrf", "zscore_fusion"]
 
 
 def weighted_rrf(
@@ -84,12 +89,43 @@ def _zscores(scores: Sequence[float]) -> list[float]:
 
 
 def dense_weight_for(
-    weight: float, model_languages: Collection[str] | None, corpus_language: str | None
+    weight: float,
+    model_languages: Collection[str] | None,
+    corpus_language: str | None,
+    quality: float = 1.0,
 ) -> float:
-    """``weight``, or 0 when the embedding model declares the languages it was trained for
-    (ISO 639-1 codes) and the corpus's language (its code) is not one of them. Unknown
-    languages on either side keep the weight: multilingual and user-supplied models are
-    trusted."""
-    if model_languages is None or corpus_language is None:
-        return weight
-    return weight if corpus_language in model_languages else 0.0
+    """``weight`` times the model's ``quality`` (its fusion weight, in [0, 1]), or 0 when the
+    embedding model declares the languages it was trained for (ISO 639-1 codes) and the
+    corpus's language (its code) is not one of them. Unknown languages on either side keep
+    the weight: multilingual and user-supplied models are trusted.
+
+    Why a weight the model carries, not one measured per query: on the shared sets the
+    query-performance predictors tried (score spread and top-score z of each list, top-10
+    agreement between them) correlated with the dense list's gain by |r| <= 0.3, with
+    opposite signs for strong and weak models, and gating RRF on them did no better than
+    the fixed weight (docs/benchmarks-quality.md, "The static model")."""
+    if not 0.0 <= quality <= 1.0:
+        raise ValueError("a model's fusion weight must be in [0, 1]")
+    foreign = (
+        model_languages is not None
+        and corpus_language is not None
+        and corpus_language not in model_languages
+    )
+    if foreign:
+        return 0.0
+    return weight if quality == 1.0 else weight * quality
+
+
+def rrf_weights(dense: float, keyword: float, dense_applied: float) -> tuple[float, float]:
+    """The RRF weights of one corpus once its dense weight ``dense`` became ``dense_applied``
+    (by :func:`dense_weight_for`): unchanged when equal; a dropped dense list hands its weight
+    to the keyword list; a lowered one keeps the ratio ``dense_applied : keyword`` with both
+    scaled to ``dense + keyword``. Either way this corpus's RRF scores stay on the scale of
+    corpora that fuse both lists at full weight, so a cross-corpus merge does not rank its
+    exact matches below another corpus's meaning-only hits."""
+    if dense_applied == dense:
+        return dense, keyword
+    if dense_applied == 0.0 or keyword == 0.0:
+        return dense_applied, keyword + (dense - dense_applied)
+    scale = (dense + keyword) / (dense_applied + keyword)
+    return dense_applied * scale, keyword * scale
