@@ -71,8 +71,8 @@ def main() -> None:
     target.create_corpus("default")
     t0 = time.perf_counter()
     report = migrate_corpus(
-        source._corpus("default"),
-        target._corpus("default"),
+        source.store("default"),
+        target.store("default"),
         checkpoint=work / "checkpoint.jsonl",
         batch=64,
     )

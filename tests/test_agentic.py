@@ -193,7 +193,7 @@ QUERY = "53% of perinatal mortality is due to low birth weight."
 def test_find_related_reaches_a_document_sharing_an_entity_but_no_query_term(
     scifact: Index,
 ) -> None:
-    analyzer = scifact._corpus("default").analyzer
+    analyzer = scifact.store("default").analyzer
     query_terms = set(analyzer.tokens(QUERY))
     hit = agentic.keyword_search(scifact, QUERY, top_k_after=1)[0]
     assert query_terms & set(analyzer.tokens(hit.text))  # hop 1: the query finds it

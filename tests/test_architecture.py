@@ -31,7 +31,6 @@ NOT_YET_SPLIT = {
     "guaipeca.server.http._routes",
     "guaipeca.cli.commands",
     "guaipeca.convert.pdf",
-    "guaipeca.index.facade",
 }
 
 

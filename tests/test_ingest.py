@@ -26,7 +26,7 @@ def _check_contract(index: Index, corpus: str) -> None:
         doc = index.get_document(info.doc_id, corpus=corpus)
         if not doc.chunk_count:
             continue
-        hits = index._corpus(corpus).catalog.document_chunks(info.doc_id)
+        hits = index.store(corpus).catalog.document_chunks(info.doc_id)
         assert len(hits) == doc.chunk_count
         previous_end = 0
         for row in hits:
@@ -88,13 +88,11 @@ def test_a_query_written_from_a_document_finds_it(shared_index: Index, name: str
 def test_pdf_headings_become_heading_paths_and_tables_stay_in_one_chunk(
     shared_index: Index,
 ) -> None:
-    rows = shared_index._corpus("docs").catalog.document_chunks("federal-register-2020-17221.pdf")
+    rows = shared_index.store("docs").catalog.document_chunks("federal-register-2020-17221.pdf")
     paths = {r.heading_path for r in rows}
     assert any("SUMMARY" in p for p in paths) and any("Background" in p for p in paths)
     assert all(r.page_start is not None and 1 <= r.page_start <= r.page_end <= 15 for r in rows)
-    nics = shared_index._corpus("docs").catalog.document_chunks(
-        "nics-background-checks-2015-11.pdf"
-    )
+    nics = shared_index.store("docs").catalog.document_chunks("nics-background-checks-2015-11.pdf")
     table_chunks = [r for r in nics if "| Alabama" in r.text]
     assert len(table_chunks) == 1
     lines = [ln for ln in table_chunks[0].text.splitlines() if ln.strip()]

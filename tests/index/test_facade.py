@@ -440,7 +440,7 @@ def test_a_second_process_cannot_write_while_the_lock_is_held(
 
     index = Index(tmp_path / "idx", embedder=counting_embedder)
     index.add_documents({"a": "text"})
-    corpus = index._corpora["default"]
+    corpus = index.store("default")
     code = (
         "import sys, time\n"
         "from guaipeca.store.embedded import WriteLock\n"

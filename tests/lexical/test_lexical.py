@@ -707,7 +707,7 @@ def test_replacing_one_chunk_documents_does_not_pile_up_segments(tmp_path: Path)
         for round_ in range(4):
             for i in range(10):
                 index.add_documents({f"doc{i}": f"# Doc {i}\n\nversion {round_} of note {i}"})
-        lexical = index._corpora["default"].lexical
+        lexical = index.store("default").lexical
         assert lexical.segment_count() <= 8  # was one per document (10) before the fix
         assert lexical.count() == 10
         assert [h.doc_id for h in index.search("version 3 note 7", top_k=1)] == ["doc7"]

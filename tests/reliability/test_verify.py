@@ -30,7 +30,7 @@ def test_a_healthy_index_passes(on_disk: bool, tmp_path: Path) -> None:
 
 def test_a_chunk_missing_from_the_lexical_index(tmp_path: Path) -> None:
     with _index(tmp_path / "i") as index:
-        corpus = index._corpus("default")
+        corpus = index.store("default")
         pk = corpus.catalog.all_slots_in_order()[0][0]
         corpus.lexical.delete([pk])
         corpus.lexical.commit()
@@ -41,7 +41,7 @@ def test_a_chunk_missing_from_the_lexical_index(tmp_path: Path) -> None:
 
 def test_a_damaged_vector_row(tmp_path: Path) -> None:
     with _index(tmp_path / "i") as index:
-        corpus = index._corpus("default")
+        corpus = index.store("default")
         slot = corpus.catalog.live_hashes()[0][0]
         corpus._vectors.write(np.asarray([slot]), np.full((1, 64), 7.0, dtype=np.float32))
         problems = index.verify().corpora[0].problems
@@ -50,7 +50,7 @@ def test_a_damaged_vector_row(tmp_path: Path) -> None:
 
 def test_a_zeroed_vector_row(tmp_path: Path) -> None:
     with _index(tmp_path / "i") as index:
-        corpus = index._corpus("default")
+        corpus = index.store("default")
         slot = corpus.catalog.live_hashes()[0][0]
         corpus._vectors.write(np.asarray([slot]), np.zeros((1, 64), dtype=np.float32))
         assert not index.verify().ok
@@ -60,7 +60,7 @@ def test_a_zeroed_vector_row(tmp_path: Path) -> None:
 
 def test_catalog_disagreements(tmp_path: Path) -> None:
     with _index(tmp_path / "i") as index:
-        catalog = index._corpus("default").catalog
+        catalog = index.store("default").catalog
         catalog._db.execute("UPDATE documents SET chunk_count = 5 WHERE doc_id = 'd1'")
         catalog._db.execute("DELETE FROM free_slots")
         catalog._db.execute("UPDATE documents SET text = 'changed' || text WHERE doc_id = 'd2'")

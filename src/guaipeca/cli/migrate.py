@@ -85,13 +85,13 @@ def run_migrate(
         if not names:
             raise GuaipecaError(f"the {current} index has no corpora to copy")
         for name in names:
-            store = source._corpus(name)
+            store = source.store(name)
             target.create_corpus(name, language=store.language)
             started = time.perf_counter()
             with JobProgress(console=err) as job:
                 report = migrate_corpus(
                     store,
-                    target._corpus(name),
+                    target.store(name),
                     checkpoint=checkpoint,
                     batch=batch,
                     progress=job.task(f"{name}: copied", "documents").update,

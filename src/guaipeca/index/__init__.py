@@ -1,4 +1,5 @@
-"""The facade: the :class:`Index` class, its write path (write) and result shaping (results).
+"""The facade: the :class:`Index` class (facade) over its corpora (corpora) and models (models),
+its search phases (pipeline, ranking), write path (write) and result shaping (results).
 
 Everything above it (agentic, ingest, evaluate, the CLI and the server) uses this public API only.
 """

@@ -1,5 +1,5 @@
 """The checks :class:`~guaipeca.index.Index` runs on what it is given: its folder, a
-query, and a search's cancel event."""
+query, a search's cancel event, a corpus's vectors, a language, a chunk id."""
 
 from __future__ import annotations
 
@@ -9,10 +9,26 @@ from collections.abc import Callable
 from pathlib import Path
 
 from guaipeca.config import MAX_TOP_K
-from guaipeca.errors import InvalidArgumentError, StoppedError
+from guaipeca.errors import (
+    ConfigError,
+    InvalidArgumentError,
+    ModelError,
+    NotFoundError,
+    StoppedError,
+)
+from guaipeca.store.contract import CorpusStore
+from guaipeca.text.languages import language_name
 from guaipeca.types import SEARCH_MODES
 
-__all__ = ["MAX_QUERY_CHARS", "check_query", "checkpoint", "location_problem"]
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "check_query",
+    "check_vectors",
+    "checkpoint",
+    "location_problem",
+    "parse_chunk_id",
+    "snowball_language",
+]
 
 MAX_QUERY_CHARS = 8192
 
@@ -60,3 +76,28 @@ def check_query(query: str, top_k: int, mode: str, depth: int, k: float) -> None
         raise InvalidArgumentError("candidates must be from 1 to 10000")
     if not k > 0:
         raise InvalidArgumentError("rrf_k must be positive")
+
+
+def check_vectors(store: CorpusStore) -> None:
+    """Refuse dense work on a corpus whose vectors are another model's (keyword still works)."""
+    mismatch = getattr(store, "mismatch", None)
+    if mismatch is not None:
+        raise ModelError(mismatch)
+
+
+def snowball_language(value: str) -> str:
+    """The Snowball name of a language given by name or ISO code (the one home of the
+    mapping is text/languages.py)."""
+    try:
+        return language_name(value)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def parse_chunk_id(chunk_id: str) -> tuple[str, int]:
+    """A chunk id ``"corpus:number"`` as (corpus, number)."""
+    if isinstance(chunk_id, str):
+        name, sep, number = chunk_id.rpartition(":")
+        if sep and number.isdigit() and name:
+            return name, int(number)
+    raise NotFoundError(f"{chunk_id!r:.80} is not a chunk id (expected 'corpus:number')")

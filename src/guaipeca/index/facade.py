@@ -8,46 +8,32 @@ identical rankings.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import gc
 import math
 import os
-import shutil
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from guaipeca.config import EmbeddingSettings, EngineSettings
 from guaipeca.embed import (
-    CachedEmbedder,
     Embedder,
-    EmbedderIdentity,
-    QueryCache,
     default_embedder,
-    identity_of,
 )
-from guaipeca.embed.languages import model_fusion_weight, model_languages
 from guaipeca.errors import (
-    BackendUnavailableError,
-    ConfigError,
-    GuaipecaError,
-    IndexCorruptError,
     InvalidArgumentError,
-    ModelError,
     NotFoundError,
-    StorageError,
 )
 from guaipeca.index import pipeline, ranking, results
 from guaipeca.index.background import BackgroundEmbedder
-from guaipeca.index.checks import checkpoint, location_problem
+from guaipeca.index.checks import check_vectors, checkpoint, parse_chunk_id, snowball_language
+from guaipeca.index.corpora import Corpora
 from guaipeca.index.heap import trim_c_heap
+from guaipeca.index.models import Models
 from guaipeca.index.results import Scored
 from guaipeca.index.write import (
-    DocumentWriter,
     EmbedProgress,
     as_new_documents,
     check_metadata,
@@ -57,7 +43,6 @@ from guaipeca.store import ChunkRow, normalise_where, validate_where
 from guaipeca.store.contract import Backend, CorpusStore, valid_corpus_name
 from guaipeca.store.embedded.corpus import Corpus
 from guaipeca.store.embedded.reembed import ReembedReport, reembed_corpus
-from guaipeca.text.languages import language_name
 from guaipeca.types import (
     AddReport,
     Chunk,
@@ -75,8 +60,6 @@ if TYPE_CHECKING:
     from guaipeca.store.embedded.verify import CheckReport
 
 __all__ = ["Index"]
-
-_REDISCOVER_SECONDS = 10.0
 
 
 class Index:
@@ -111,30 +94,14 @@ class Index:
         corpus_embedding: Mapping[str, EmbeddingSettings] | None = None,
     ) -> None:
         self.settings = settings or EngineSettings()
-        self.language = _language(language) if language else self.settings.language
+        self.language = snowball_language(language) if language else self.settings.language
         self.path = Path(path).expanduser() if path is not None else None
         base = embedder if embedder is not None else self._default_embedder()
-        self._model_default = _Model.of(base, self.settings)
-        self.embedder: Embedder = self._model_default.embedder
+        self._models = Models(base, self.settings, corpus_embedders, corpus_embedding)
+        self.embedder: Embedder = self._models.default.embedder
         self._base_name = base.name
-        self._writer = self._model_default.writer
-        overrides = corpus_embedding or {}
-        self._models = {
-            name: _Model.of(
-                model,
-                self.settings.model_copy(
-                    update={"embedding": overrides.get(name, self.settings.embedding)}
-                ),
-            )
-            for name, model in (corpus_embedders or {}).items()
-        }
-        self._corpora: dict[str, CorpusStore] = {}
         # None: corpora are files under path (embedded); else e.g. a Qdrant server.
         self._backend = backend
-        self._weights: dict[str, float] = {}
-        # Corpora that exist on disk but cannot be used as they are (another model, a
-        # damaged file): the error is raised when one is used, and drop_corpus clears it.
-        self._broken: dict[str, GuaipecaError] = {}
         self._lock = threading.Lock()
         self._reranker: HttpReranker | None = None  # made on first use (rerank.provider: http)
         # One embedding phase at a time per index: an input is never embedded twice.
@@ -142,130 +109,47 @@ class Index:
         self._background: BackgroundEmbedder | None = None
         #: Called by background embedding after each round (the server logs it).
         self.on_background_progress: EmbedProgress | None = None
-        # While a backend server is down: why, and when discovery was last tried.
-        self._backend_down: tuple[BackendUnavailableError, float] | None = None
-        if backend is not None:
-            self._discover()
-        elif self.path is not None:
-            try:
-                (self.path / "corpora").mkdir(parents=True, exist_ok=True)
-                folders = sorted((self.path / "corpora").iterdir())
-                # SQLite in WAL mode writes beside its file even to read: a folder that
-                # cannot be written cannot be used at all.
-                if not os.access(self.path / "corpora", os.W_OK | os.X_OK):
-                    raise PermissionError(errno.EACCES, "not writable")
-            except OSError as exc:
-                raise StorageError(location_problem(self.path, exc)) from None
-            for folder in folders:
-                if folder.name.startswith("."):
-                    continue
-                # lexical.state too: a corpus whose catalog was lost must show as broken.
-                if (folder / "catalog.sqlite").exists() or (folder / "lexical.state").exists():
-                    try:
-                        self._open_corpus(folder.name, None)
-                    except (ModelError, IndexCorruptError, ConfigError) as exc:
-                        self._broken[folder.name] = exc
+        self._corpora = Corpora(self.path, backend, self._models)
 
     def _default_embedder(self) -> Embedder:
         emb = self.settings.embedding
         return default_embedder(threads=emb.threads, batch_size=emb.batch_size)
 
-    def _model(self, corpus: str) -> _Model:
-        return self._models.get(corpus, self._model_default)
-
     def embedder_for(self, corpus: str) -> Embedder:
         """The model a corpus's dense side uses (its own, or the index's ``embedder``)."""
-        return self._model(corpus).embedder
+        return self._models.of(corpus).embedder
 
     # -- corpora -----------------------------------------------------------------------
-    def _open_corpus(self, name: str, language: str | None) -> CorpusStore:
-        model = self._model(name)
-        if self._backend is not None:
-            store = self._backend.open_corpus(
-                name, language=language, model=model.name, dim=model.embedder.dimension
-            )
-            self._corpora[name] = store
-            self._weights.setdefault(name, 1.0)
-            return store
-        folder = self.path / "corpora" / name if self.path is not None else None
-        corpus = Corpus(
-            name,
-            folder,
-            language=language,
-            model=model.name,
-            dim=model.embedder.dimension,
-            reembed=model.writer.reembed,
-            identity=model.identity,
-        )
-        self._corpora[name] = corpus
-        self._weights.setdefault(name, 1.0)
-        return corpus
-
     def create_corpus(
         self, name: str, *, language: str | None = None, weight: float | None = None
     ) -> None:
         """Open or create a corpus; ``weight`` multiplies its scores when corpora merge."""
         valid_corpus_name(name)
-        language = _language(language) if language is not None else None
-        with self._lock:
-            if name in self._broken:
-                raise self._broken[name]
-            if name not in self._corpora:
-                self._open_corpus(name, language or self.language)
-            elif language is not None and language != self._corpora[name].language:
-                self._corpora[name].close()
-                del self._corpora[name]
-                self._open_corpus(name, language)  # raises ConfigError naming both
+        language = snowball_language(language) if language is not None else None
+        self._corpora.create(name, language, self.language)
         if weight is not None:
             self.set_corpus_weight(name, weight)
 
     def set_corpus_weight(self, name: str, weight: float) -> None:
         if not (isinstance(weight, int | float) and math.isfinite(weight) and weight >= 0):
             raise InvalidArgumentError(f"corpus weight must be a number >= 0, not {weight!r:.40}")
-        self._corpus(name)
-        self._weights[name] = float(weight)
-
-    def _discover(self) -> None:
-        """Open the backend's corpora; when it is down, remember why (retried later)."""
-        assert self._backend is not None
-        try:
-            for name in self._backend.corpus_names():
-                if name in self._corpora:
-                    continue
-                try:
-                    self._open_corpus(name, None)
-                except (ModelError, IndexCorruptError, ConfigError) as exc:
-                    self._broken[name] = exc
-        except BackendUnavailableError as exc:
-            self._backend_down = (exc, time.monotonic())
-        else:
-            self._backend_down = None
+        self._corpora.get(name)
+        self._corpora.weights[name] = float(weight)
 
     @property
     def backend_error(self) -> str | None:
         """Why the storage backend cannot be reached, or None (always None when embedded)."""
-        if self._backend is None:
-            return None
-        try:
-            self._backend.check()
-        except BackendUnavailableError as exc:
-            return str(exc)
-        if self._backend_down is not None:
-            self._discover()
-        return None
+        return self._corpora.backend_error()
 
     @property
     def corpora(self) -> list[str]:
         """Names of the usable corpora."""
-        down = self._backend_down
-        if down is not None and time.monotonic() - down[1] > _REDISCOVER_SECONDS:
-            self._discover()  # the server was down when the index was opened
-        return sorted(self._corpora)
+        return self._corpora.names()
 
     @property
     def broken_corpora(self) -> dict[str, str]:
         """Corpora on disk that cannot be opened, with the reason (re-index with force)."""
-        return {name: str(exc) for name, exc in sorted(self._broken.items())}
+        return {name: str(exc) for name, exc in sorted(self._corpora.broken.items())}
 
     def store(self, name: str) -> CorpusStore:
         """The store of corpus ``name`` (its catalog, rows and language), for the layers above.
@@ -273,33 +157,12 @@ class Index:
         Raises:
             NotFoundError: no such corpus.
         """
-        return self._corpus(name)
-
-    def _corpus(self, name: str) -> CorpusStore:
-        try:
-            return self._corpora[name]
-        except KeyError:
-            if name in self._broken:
-                raise self._broken[name] from None
-            if self._backend_down is not None:  # its corpora could not be listed
-                raise self._backend_down[0] from None
-            known = ", ".join(sorted(self._corpora)) or "none yet"
-            raise NotFoundError(f"no corpus named {name!r:.70} (corpora: {known})") from None
-
-    def _embedded(self, name: str) -> Corpus:
-        """A corpus of the embedded backend (for checks that read its files)."""
-        store = self._corpus(name)
-        if not isinstance(store, Corpus):
-            raise InvalidArgumentError(
-                f"corpus {name!r} is stored in {self._backend.name if self._backend else '?'}; "
-                "this check reads the embedded backend's files"
-            )
-        return store
+        return self._corpora.get(name)
 
     def _ensure_corpus(self, name: str) -> CorpusStore:
-        if name not in self._corpora:
+        if name not in self._corpora.stores:
             self.create_corpus(name)
-        return self._corpora[name]
+        return self._corpora.stores[name]
 
     # -- writing -----------------------------------------------------------------------
     def add_documents(
@@ -329,8 +192,8 @@ class Index:
         """
         items = as_new_documents(docs, metadata or {})
         store = self._ensure_corpus(corpus)
-        _check_vectors(store)
-        report = self._model(corpus).writer.add(store, items, defer=True)
+        check_vectors(store)
+        report = self._models.of(corpus).writer.add(store, items, defer=True)
         if not wait or not report.chunks_pending:
             return report
         embedded = self.embed_pending(corpus)
@@ -338,7 +201,7 @@ class Index:
 
     def corpus_language(self, name: str) -> str:
         """The stemming and stopword language of a corpus."""
-        return self._corpus(name).language
+        return self._corpora.get(name).language
 
     def embed_pending(
         self,
@@ -354,16 +217,18 @@ class Index:
         embedded = 0
         with self._embed_lock:
             for name in names:
-                store = self._corpora.get(name)
+                store = self._corpora.stores.get(name)
                 # A corpus on another model's vectors waits for reembed, not for these.
                 if isinstance(store, Corpus) and store.mismatch is None and store.pending_count():
-                    writer = self._model(name).writer
+                    writer = self._models.of(name).writer
                     embedded += writer.embed_pending(store, stop=stop, progress=progress)
         return embedded
 
     def pending_chunks(self) -> int:
         """Chunks searchable by keyword only, still waiting for their vectors."""
-        return sum(s.pending_count() for s in self._corpora.values() if isinstance(s, Corpus))
+        return sum(
+            s.pending_count() for s in self._corpora.stores.values() if isinstance(s, Corpus)
+        )
 
     def embed_in_background(self) -> None:
         """Embed pending chunks in a background thread (started on first use); reads and
@@ -394,7 +259,7 @@ class Index:
             NotFoundError: no such document.
         """
         new = check_metadata(metadata)
-        store = self._find_doc_corpus(doc_id, corpus)
+        store = self._corpora.holding(doc_id, corpus)
         sig = store.stored_signature(doc_id)
         if sig is None:  # deleted meanwhile
             raise NotFoundError(f"no document {doc_id!r:.80}")
@@ -403,33 +268,19 @@ class Index:
     def delete_document(self, doc_id: str, *, corpus: str | None = None) -> bool:
         """Delete one document. Returns False when it did not exist."""
         try:
-            store = self._find_doc_corpus(doc_id, corpus)
+            store = self._corpora.holding(doc_id, corpus)
         except NotFoundError:
             return False
         return store.delete([doc_id]) > 0
 
     def source_states(self, corpus: str) -> list[SourceState]:
         """What the index knows of each document's source file (for incremental indexing)."""
-        return [SourceState(*row) for row in self._corpus(corpus).catalog.source_states()]
+        return [SourceState(*row) for row in self._corpora.get(corpus).catalog.source_states()]
 
     def drop_corpus(self, name: str) -> None:
         """Delete a corpus and everything in it (even one that cannot be opened)."""
         valid_corpus_name(name)
-        with self._lock:
-            corpus = self._corpora.pop(name, None)
-            self._broken.pop(name, None)
-            if corpus is not None:
-                corpus.close()
-            if self._backend is not None:
-                self._backend.drop_corpus(name)
-            elif self.path is not None:
-                folder = self.path / "corpora" / name
-                if folder.exists():
-                    # Rename first: a crash mid-delete must not leave a half corpus behind.
-                    doomed = folder.with_name(f".{name}.dropped")
-                    shutil.rmtree(doomed, ignore_errors=True)
-                    folder.rename(doomed)
-                    shutil.rmtree(doomed, ignore_errors=True)
+        self._corpora.drop(name)
 
     def reembed(
         self, corpus: str, progress: Callable[[int, int], None] | None = None
@@ -442,8 +293,8 @@ class Index:
             NotFoundError: no such corpus.
             InvalidArgumentError: the corpus is not stored in the embedded backend.
         """
-        store = self._embedded(corpus)
-        model = self._model(corpus)
+        store = self._corpora.embedded(corpus)
+        model = self._models.of(corpus)
 
         def inputs(rows: Sequence[ChunkRow]) -> tuple[list[str], list[str]]:
             return model.writer.embedding_inputs(rows)
@@ -458,7 +309,7 @@ class Index:
         """Corpora whose vectors are another model's than the configured one, with why (they
         answer keyword searches until ``reembed``)."""
         out = {}
-        for name, store in sorted(self._corpora.items()):
+        for name, store in sorted(self._corpora.stores.items()):
             mismatch = getattr(store, "mismatch", None)
             if mismatch is not None:
                 out[name] = str(mismatch)
@@ -467,7 +318,7 @@ class Index:
     def compact(self, corpus: str | None = None) -> None:
         """Reclaim space left by deletes and refresh BM25 statistics."""
         for name in [corpus] if corpus else self.corpora:
-            self._corpus(name).compact()
+            self._corpora.get(name).compact()
 
     # -- searching ---------------------------------------------------------------------
     def search(
@@ -533,49 +384,27 @@ class Index:
             rerank=rerank, top_k_before=top_k_before, toc_rerank=toc_rerank, max_chars=max_chars,
         )  # fmt: skip
         names = self.corpora if corpora is None else list(corpora)  # []: none
-        stores = [self._corpus(n) for n in names]
+        stores = [self._corpora.get(n) for n in names]
         check = checkpoint(cancel)
         check()
-        qvecs = self._query_vectors(query, stores) if p.mode != "keyword" else {}
+        qvecs = self._models.query_vectors(query, stores) if p.mode != "keyword" else {}
+        weights, models = self._corpora.weights, self._models
         scored = pipeline.retrieve(
-            p, stores, qvecs, self._weights, self._dense_languages, self._fusion_weight, check
+            p, stores, qvecs, weights, models.dense_languages, models.fusion_weight, check
         )
         check()
         scored, failed = pipeline.rerank(
-            p, scored, self._corpora, self._weights, self.settings, self._http_reranker
+            p, scored, self._corpora.stores, weights, self.settings, self._http_reranker
         )
         check()
-        found = pipeline.shape(p, scored, self._corpora, self.settings.search, check)
+        found = pipeline.shape(p, scored, self._corpora.stores, self.settings.search, check)
         return [dataclasses.replace(h, rerank_error=failed) for h in found] if failed else found
-
-    def _dense_languages(self, corpus: str) -> frozenset[str] | None:
-        """ISO codes of the languages the corpus's dense model knows (None: any)."""
-        declared = self.settings.embedding.languages
-        if declared is not None:
-            return frozenset(declared)
-        return model_languages(self._model(corpus).embedder)
-
-    def _fusion_weight(self, corpus: str) -> float:
-        """The factor on the dense weight the corpus's model carries (1: full weight)."""
-        return self._model(corpus).fusion_weight
 
     def _http_reranker(self) -> HttpReranker:
         with self._lock:
             if self._reranker is None:
                 self._reranker = ranking.http_reranker(self.settings.rerank)
             return self._reranker
-
-    def _query_vectors(self, query: str, stores: Sequence[CorpusStore]) -> dict[str, Any]:
-        """The query embedded once per model among ``stores``, by corpus name."""
-        by_model: dict[int, Any] = {}
-        out: dict[str, Any] = {}
-        for store in stores:
-            _check_vectors(store)
-            model = self._model(store.name)
-            if id(model) not in by_model:
-                by_model[id(model)] = model.embedder.embed_query(query)
-            out[store.name] = by_model[id(model)]
-        return out
 
     def toc(self, doc_id: str, *, corpus: str | None = None) -> dict[str, Any]:
         """A document's table of contents: its headings as a tree, with chunk counts.
@@ -586,11 +415,11 @@ class Index:
         Raises:
             NotFoundError: no such document.
         """
-        return results.toc(self._find_doc_corpus(doc_id, corpus), doc_id)
+        return results.toc(self._corpora.holding(doc_id, corpus), doc_id)
 
     def hits_from_scored(self, scored: list[Scored], query: str) -> list[Hit]:
         """The candidates as hits with snippets (for agentic.py's expansion)."""
-        return results.hits(scored, self._corpora, query, self.settings.search.snippet_chars)
+        return results.hits(scored, self._corpora.stores, query, self.settings.search.snippet_chars)
 
     # -- reading -----------------------------------------------------------------------
     def get_chunk(self, chunk_id: str) -> Chunk:
@@ -599,8 +428,8 @@ class Index:
         Raises:
             NotFoundError: no such chunk.
         """
-        name, pk = _parse_chunk_id(chunk_id)
-        row = self._corpus(name).rows([pk]).get(pk)
+        name, pk = parse_chunk_id(chunk_id)
+        row = self._corpora.get(name).rows([pk]).get(pk)
         if row is None:
             raise NotFoundError(f"no chunk {chunk_id!r:.80}")
         return results.chunk_from_row(name, row)
@@ -610,7 +439,7 @@ class Index:
         if not isinstance(window, int) or not 0 <= window <= 100:
             raise InvalidArgumentError("window must be an integer from 0 to 100")
         centre = self.get_chunk(chunk_id)
-        rows = self._corpus(centre.corpus).catalog.document_chunks(
+        rows = self._corpora.get(centre.corpus).catalog.document_chunks(
             centre.doc_id, max(0, centre.position - window), centre.position + window
         )
         return [results.chunk_from_row(centre.corpus, r) for r in rows]
@@ -621,7 +450,7 @@ class Index:
         Raises:
             NotFoundError: no such document.
         """
-        store = self._find_doc_corpus(doc_id, corpus)
+        store = self._corpora.holding(doc_id, corpus)
         row = store.catalog.document(doc_id)
         if row is None:
             raise NotFoundError(f"no document {doc_id!r:.80}")
@@ -644,7 +473,7 @@ class Index:
         validate_where(where)
         out: list[DocumentInfo] = []
         for name in [corpus] if corpus else self.corpora:
-            rows = self._corpus(name).catalog.list_documents(
+            rows = self._corpora.get(name).catalog.list_documents(
                 where=where, corpus=name, limit=limit + offset, offset=0
             )
             out.extend(DocumentInfo(r[0], name, r[1], r[2], r[3], r[4]) for r in rows)
@@ -658,9 +487,9 @@ class Index:
     def stats(self) -> IndexStats:
         corpora = []
         for name in self.corpora:
-            stats = self._corpora[name].stats()
+            stats = self._corpora.stores[name].stats()
             if not stats.model:  # a backend that does not record identities
-                stats = dataclasses.replace(stats, model=self._model(name).identity.describe())
+                stats = dataclasses.replace(stats, model=self._models.of(name).identity.describe())
             corpora.append(stats)
         return IndexStats(
             path=str(self.path) if self.path else None,
@@ -677,26 +506,11 @@ class Index:
 
         names = [corpus] if corpus else self.corpora
         checks = tuple(
-            verify_corpus(self._embedded(n), self._model(n).writer.reembed) for n in names
+            verify_corpus(self._corpora.embedded(n), self._models.of(n).writer.reembed)
+            for n in names
         )
         broken = {} if corpus else self.broken_corpora
         return CheckReport(checks, broken)
-
-    def _find_doc_corpus(self, doc_id: str, corpus: str | None) -> CorpusStore:
-        if corpus is not None:
-            store = self._corpus(corpus)
-            if store.stored_signature(doc_id) is None:
-                raise NotFoundError(f"no document {doc_id!r:.80} in corpus {corpus!r}")
-            return store
-        found = [c for c in self._corpora.values() if c.stored_signature(doc_id) is not None]
-        if not found:
-            raise NotFoundError(f"no document {doc_id!r:.80}")
-        if len(found) > 1:
-            names = ", ".join(sorted(c.name for c in found))
-            raise InvalidArgumentError(
-                f"document {doc_id!r:.80} exists in several corpora ({names}); name the corpus"
-            )
-        return found[0]
 
     # -- lifecycle ---------------------------------------------------------------------
     def release_memory(self) -> None:
@@ -704,7 +518,7 @@ class Index:
         unmapped (the OS keeps them cached, so the next search re-maps them in a few ms)
         and the C heap returns its free pages to the OS. Safe while other threads search.
         """
-        for corpus in list(self._corpora.values()):
+        for corpus in list(self._corpora.stores.values()):
             corpus.release_memory()
         # Reference cycles first: an exception keeps its frames, and with them whatever
         # they held (a refused 20 MB upload), until a full collection, which allocation
@@ -715,11 +529,8 @@ class Index:
     def close(self) -> None:
         if self._background is not None:
             self._background.close()
-        for corpus in self._corpora.values():
-            corpus.close()
-        self._corpora.clear()
-        for model in {id(m): m for m in [self._model_default, *self._models.values()]}.values():
-            model.writer.close()
+        self._corpora.close()
+        self._models.close()
         if self._reranker is not None:
             self._reranker.close()
         if self._backend is not None:
@@ -735,56 +546,3 @@ class Index:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-@dataclass(frozen=True)
-class _Model:
-    """One embedding model as the index uses it: cached queries, identity, writer."""
-
-    embedder: Embedder
-    name: str
-    identity: EmbedderIdentity
-    writer: DocumentWriter
-    #: The factor on ``search.dense_weight`` for this model's dense list in hybrid fusion:
-    #: ``embedding.fusion_weight``, else the model's own (1 but for static models).
-    fusion_weight: float
-
-    @classmethod
-    def of(cls, base: Embedder, settings: EngineSettings) -> _Model:
-        emb = settings.embedding
-        embedder: Embedder = (
-            CachedEmbedder(base, QueryCache(emb.cache_max_entries, emb.cache_ttl_seconds))
-            if emb.cache_max_entries > 0
-            else base
-        )
-        return cls(
-            embedder,
-            base.name,
-            identity_of(base),
-            DocumentWriter(settings, embedder, base.name),
-            model_fusion_weight(base) if emb.fusion_weight is None else emb.fusion_weight,
-        )
-
-
-def _check_vectors(store: CorpusStore) -> None:
-    """Refuse dense work on a corpus whose vectors are another model's (keyword still works)."""
-    mismatch = getattr(store, "mismatch", None)
-    if mismatch is not None:
-        raise ModelError(mismatch)
-
-
-def _language(value: str) -> str:
-    """The Snowball name of a language given by name or ISO code (the one home of the
-    mapping is text/languages.py)."""
-    try:
-        return language_name(value)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def _parse_chunk_id(chunk_id: str) -> tuple[str, int]:
-    if isinstance(chunk_id, str):
-        name, sep, number = chunk_id.rpartition(":")
-        if sep and number.isdigit() and name:
-            return name, int(number)
-    raise NotFoundError(f"{chunk_id!r:.80} is not a chunk id (expected 'corpus:number')")
