@@ -50,7 +50,7 @@ def test_an_index_from_schema_2_migrates_and_keeps_working(tmp_path: Path) -> No
 def test_terms_follow_their_chunks_out() -> None:
     with Index(embedder=HashingEmbedder(64)) as ix:
         ix.add_documents({"memo": MEMO})
-        catalog = ix._corpus("default").catalog
+        catalog = ix.store("default").catalog
         assert catalog.term_frequencies([("e", "nasa")]) == {("e", "nasa"): 1}
         ix.add_documents({"memo": MEMO.replace("NASA", "JAXA")})  # replaced
         assert catalog.term_frequencies([("e", "nasa"), ("e", "jaxa")]) == {
@@ -83,7 +83,7 @@ def test_where_filters_reach_the_enrichment_lists(
         ix.add_documents({"memo": MEMO})
         docs = ix.list_documents(where=where)
         assert bool(docs) == bool(sections)
-        pks, _ = ix._corpus("default").catalog.filtered_slots(where, corpus="default")
+        pks, _ = ix.store("default").catalog.filtered_slots(where, corpus="default")
         got = {ix.get_chunk(f"default:{pk}").heading_path[-1] for pk in pks.tolist()}
         assert got == sections
 

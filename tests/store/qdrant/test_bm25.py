@@ -62,7 +62,7 @@ def test_document_frequencies_for_the_reranker_agree(tmp_path: Path) -> None:
     for index in indexes:
         index.add_documents(docs)
     tokens = ["appl", "pear", "note", "missing"]
-    embedded, qdrant = (ix._corpus("default").lexical.doc_freqs(tokens) for ix in indexes)
+    embedded, qdrant = (ix.store("default").lexical.doc_freqs(tokens) for ix in indexes)
     assert qdrant == embedded == (12, {"appl": 12, "pear": 8, "note": 12, "missing": 0})
     for index in indexes:
         index.close()

@@ -44,9 +44,9 @@ def test_round_trip_keeps_results_without_embedding(tmp_path: Path) -> None:
     embedded_before = len(embedder.passages)
     qdrant = open_index("qdrant", tmp_path / "b", embedder=embedder)
     for name in source.corpora:
-        qdrant.create_corpus(name, language=source._corpus(name).language)
+        qdrant.create_corpus(name, language=source.store(name).language)
         report = migrate_corpus(
-            source._corpus(name), qdrant._corpus(name), checkpoint=tmp_path / "c1", batch=7
+            source.store(name), qdrant.store(name), checkpoint=tmp_path / "c1", batch=7
         )
         assert report.skipped == 0
     assert len(embedder.passages) == embedded_before  # nothing was embedded again
@@ -56,8 +56,8 @@ def test_round_trip_keeps_results_without_embedding(tmp_path: Path) -> None:
     assert qdrant.source_states("default") == source.source_states("default")
     back = open_index("embedded", tmp_path / "c", embedder=embedder)
     for name in qdrant.corpora:
-        back.create_corpus(name, language=qdrant._corpus(name).language)
-        migrate_corpus(qdrant._corpus(name), back._corpus(name), checkpoint=tmp_path / "c2")
+        back.create_corpus(name, language=qdrant.store(name).language)
+        migrate_corpus(qdrant.store(name), back.store(name), checkpoint=tmp_path / "c2")
     assert _results(back) == _results(source)
     assert back.get_document("d03") == source.get_document("d03")
     # Unchanged documents stay unchanged after the trip (hashes and source state kept).
@@ -82,8 +82,8 @@ def test_an_interrupted_migration_resumes_where_it_stopped(tmp_path: Path) -> No
 
     with pytest.raises(KeyboardInterrupt):
         migrate_corpus(
-            source._corpus("default"),
-            target._corpus("default"),
+            source.store("default"),
+            target.store("default"),
             checkpoint=checkpoint,
             batch=8,
             progress=stop_after_two_batches,
@@ -93,7 +93,7 @@ def test_an_interrupted_migration_resumes_where_it_stopped(tmp_path: Path) -> No
     with checkpoint.open("a") as fh:
         fh.write('{"corpus": "default", "docs": ["d1')
     report = migrate_corpus(
-        source._corpus("default"), target._corpus("default"), checkpoint=checkpoint, batch=8
+        source.store("default"), target.store("default"), checkpoint=checkpoint, batch=8
     )
     assert (report.skipped, report.documents) == (16, 24)
     assert target.stats().documents == 40 and target.stats().chunks == source.stats().chunks
