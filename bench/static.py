@@ -12,7 +12,8 @@
    per wall-clock second and per CPU-second of the process.
 2. **Quality.** Each shared set (``/work/shared/data/beir/<name>``, test queries) is indexed
    into an in-memory :class:`guaipeca.Index` with the static model and the default settings
-   (squad-pt with ``language="portuguese"``), and every test query is run in modes keyword,
+   (squad-pt with ``language="portuguese"``; the model's ``fusion_weight`` scales the dense
+   list's weight in hybrid fusion), and every test query is run in modes keyword,
    dense and hybrid through ``Index.search`` (top 10 chunks, mapped to documents); nDCG@10,
    Recall@100 (from a top-100 search) and MRR@10 with pytrec_eval, as in bench/quality.py.
    The bundled model's figures for the same sets are in bench/results/quality*.json
@@ -144,6 +145,8 @@ def quality(name: str) -> dict[str, Any]:
         "index_seconds": round(seconds, 2),
         "index_docs_per_s": round(len(docs) / seconds, 1),
         "language": kwargs.get("language", "default"),
+        # the factor on search.dense_weight the model carries (hybrid fusion, search/fusion.py)
+        "fusion_weight": embedder.fusion_weight,
         "modes": {},
     }
     for mode in MODES:
