@@ -75,6 +75,7 @@ from guaipeca.server.service import Service
 from guaipeca.server.tools import build_server
 from guaipeca.server.webui import WEB_PAGE_PATHS, web_routes
 from guaipeca.server.writes import caller
+from guaipeca.types import IndexStats
 
 __all__ = ["allowed_hosts", "build_app", "make_server", "serve_http"]
 
@@ -215,10 +216,43 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, str(exc.detail), dict(exc.headers or {}))
 
 
-def _routes(service: Service, server: MCPServer, mcp_app: ASGIApp) -> list[BaseRoute]:
-    async def health(request: Request) -> Response:
-        index = service.index
-        backend = service.loaded.settings.storage.backend
+def _health_body(backend: str, stats: IndexStats, broken: list[str]) -> dict[str, Any]:
+    """``GET /health`` while the backend is up: the counts, and which corpora are broken."""
+    body: dict[str, Any] = {
+        "status": "ok",
+        "version": __version__,
+        "backend": backend,
+        "backend_status": "up",
+        "documents": stats.documents,
+        "chunks": stats.chunks,
+        # Progressive indexing: searchable by keyword only until embedded.
+        "pending_chunks": stats.pending_chunks,
+        "pending_seconds": stats.pending_seconds,
+        "corpora": [
+            {
+                "name": c.name,
+                "documents": c.documents,
+                "chunks": c.chunks,
+                "pending_chunks": c.pending_chunks,
+            }
+            for c in stats.corpora
+        ],
+    }
+    if broken:  # names only: the reasons can name files
+        body["broken_corpora"] = broken
+    return body
+
+
+class _PlainRoutes:
+    """The plain routes over ``service`` and its MCP ``server``: one method per route."""
+
+    def __init__(self, service: Service, server: MCPServer) -> None:
+        self.service = service
+        self.server = server
+
+    async def health(self, request: Request) -> Response:
+        index = self.service.index
+        backend = self.service.loaded.settings.storage.backend
         try:
             down = await anyio.to_thread.run_sync(lambda: index.backend_error)
             if down is not None:
@@ -231,33 +265,10 @@ def _routes(service: Service, server: MCPServer, mcp_app: ASGIApp) -> list[BaseR
         except Exception:
             log.exception("health check failed")
             return JSONResponse({"status": "error", "version": __version__}, status_code=503)
-        body: dict[str, Any] = {
-            "status": "ok",
-            "version": __version__,
-            "backend": backend,
-            "backend_status": "up",
-            "documents": stats.documents,
-            "chunks": stats.chunks,
-            # Progressive indexing: searchable by keyword only until embedded.
-            "pending_chunks": stats.pending_chunks,
-            "pending_seconds": stats.pending_seconds,
-            "corpora": [
-                {
-                    "name": c.name,
-                    "documents": c.documents,
-                    "chunks": c.chunks,
-                    "pending_chunks": c.pending_chunks,
-                }
-                for c in stats.corpora
-            ],
-        }
-        broken = sorted(index.broken_corpora)
-        if broken:  # names only: the reasons can name files
-            body["broken_corpora"] = broken
-        return JSONResponse(body)
+        return JSONResponse(_health_body(backend, stats, sorted(index.broken_corpora)))
 
-    async def tools(request: Request) -> Response:
-        listed = await server.list_tools()
+    async def tools(self, request: Request) -> Response:
+        listed = await self.server.list_tools()
         return JSONResponse(
             {
                 "tools": [
@@ -267,11 +278,11 @@ def _routes(service: Service, server: MCPServer, mcp_app: ASGIApp) -> list[BaseR
             }
         )
 
-    async def download(request: Request) -> Response:
+    async def download(self, request: Request) -> Response:
         corpus = str(request.path_params["corpus"])
         try:
             relative, target = await anyio.to_thread.run_sync(
-                _locate, service, corpus, str(request.path_params["path"])
+                _locate, self.service, corpus, str(request.path_params["path"])
             )
         except UnsafePathError:
             return error_response(400, "invalid path")
@@ -284,7 +295,8 @@ def _routes(service: Service, server: MCPServer, mcp_app: ASGIApp) -> list[BaseR
             headers=_DOWNLOAD_HEADERS,
         )
 
-    async def delete_document(request: Request) -> Response:
+    async def delete_document(self, request: Request) -> Response:
+        service = self.service
         corpus = request.query_params.get("corpus")
         filename = request.query_params.get("filename")
         if not corpus or not filename:
@@ -306,12 +318,15 @@ def _routes(service: Service, server: MCPServer, mcp_app: ASGIApp) -> list[BaseR
             return error_response(404, "not found")
         return JSONResponse(out.model_dump(mode="json"))
 
+
+def _routes(service: Service, server: MCPServer, mcp_app: ASGIApp) -> list[BaseRoute]:
+    plain = _PlainRoutes(service, server)
     return [
         Route("/mcp", endpoint=mcp_app),
-        Route("/health", endpoint=health, methods=["GET"]),
-        Route("/tools", endpoint=tools, methods=["GET"]),
-        Route("/download/{corpus}/{path:path}", endpoint=download, methods=["GET"]),
-        Route("/documents", endpoint=delete_document, methods=["DELETE"]),
+        Route("/health", endpoint=plain.health, methods=["GET"]),
+        Route("/tools", endpoint=plain.tools, methods=["GET"]),
+        Route("/download/{corpus}/{path:path}", endpoint=plain.download, methods=["GET"]),
+        Route("/documents", endpoint=plain.delete_document, methods=["DELETE"]),
     ]
 
 
