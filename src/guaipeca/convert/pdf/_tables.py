@@ -2,8 +2,8 @@
 
 Rows whose cells hold several aligned lines (records without rules between them) are split
 back into one row per line from the word positions; leading title rows are left to the
-running text; empty columns and dot leaders are dropped (see ``pdf.py``'s notes on tables).
-PyMuPDF objects are typed ``Any``, as in ``pdf.py``.
+running text; empty columns and dot leaders are dropped (see the package docstring's notes
+on tables). PyMuPDF objects are typed ``Any``, as in ``_document.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from guaipeca.convert._pdf_text import SPACES, clean
+from guaipeca.convert.pdf._repair import SPACES, clean
 
 _MAX_DRAWINGS_FOR_TABLES = 20_000  # beyond this, table detection is skipped (too slow)
 _LEADER_IN_CELL = re.compile(r"\s+(?:\.\s?){2,}(?=\s|$)")  # "$85 ........" → "$85"

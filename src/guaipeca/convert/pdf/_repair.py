@@ -1,5 +1,6 @@
 """Text repairs for PDF extraction: control characters and odd spaces, and the joining of
-wrapped lines that undoes end-of-line hyphenation (see ``pdf.py``'s notes on paragraphs).
+wrapped lines that undoes end-of-line hyphenation (see the package docstring's notes on
+paragraphs).
 """
 
 from __future__ import annotations

@@ -1,0 +1,117 @@
+"""Pages without a text layer: the OCR pass over scanned pages and the warnings about pages.
+
+A page with no text, or only running heads, that shows images or drawings is a scanned page.
+With OCR on, Tesseract reads it (``guaipeca.convert.ocr``), up to ``ocr.max_pages`` per file,
+and the page it returns goes through the same extraction as a born-digital page. The
+warnings name the pages left unread (no OCR, over the budget, damaged, failed table
+detection) as ranges: "pages 2-4, 7".
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from guaipeca.convert.ocr import OcrOptions, ocr_page
+from guaipeca.convert.pdf._pages import Page, extract_page, mark_running
+from guaipeca.errors import ConversionError
+
+# The converter's one logger name, as before it was split into modules.
+log = logging.getLogger("guaipeca.convert.pdf")
+
+
+def page_warnings(
+    pages: list[Page], failed: list[int], table_failures: list[int], ocr: OcrOptions | None
+) -> list[str]:
+    """What the report says about pages without text, unreadable pages and failed tables."""
+    warnings: list[str] = []
+    scanned = [i + 1 for i, p in enumerate(pages) if p.state == "image" and not p.over_budget]
+    if scanned:
+        many = len(scanned) > 1
+        why = "OCR found no text" if ocr is not None and ocr.engine() else _NO_OCR
+        warnings.append(
+            f"{'pages' if many else 'page'} {_page_list(scanned)} "
+            f"{'have' if many else 'has'} no text layer (scanned "
+            f"{'images' if many else 'image'}?) and {why}; "
+            f"{'they were' if many else 'it was'} not indexed"
+        )
+    if failed:
+        many = len(failed) > 1
+        warnings.append(
+            f"{'pages' if many else 'page'} {_page_list(failed)} could not be read "
+            f"(damaged?); {'they were' if many else 'it was'} skipped"
+        )
+    if table_failures:
+        warnings.append(
+            f"table detection failed on page{'s' if len(table_failures) > 1 else ''} "
+            f"{_page_list(table_failures)}; tables there are kept as plain text"
+        )
+    return warnings
+
+
+_NO_OCR = "OCR is off or Tesseract is not installed"
+
+
+def no_text(n_pages: int, ocr: OcrOptions | None) -> ConversionError:
+    where = "on its only page" if n_pages == 1 else f"on any of its {n_pages} pages"
+    why = "OCR found no text" if ocr is not None and ocr.engine() else _NO_OCR
+    return ConversionError(f"no text layer {where} (a scanned document?) and {why}")
+
+
+def ocr_pass(
+    fitz: Any,
+    doc: Any,
+    pages: list[Page],
+    ocr: OcrOptions | None,
+    counters: tuple[Counter[float], list[int]],
+    warnings: list[str],
+) -> list[int]:
+    """Read the scanned pages with OCR, up to the budget; returns the pages read."""
+    language = ocr.engine() if ocr is not None else None
+    scanned = [i for i, p in enumerate(pages) if p.state == "image"]
+    if ocr is None or language is None or not scanned:
+        return []
+    done: list[int] = []
+    for n, i in enumerate(scanned):
+        if n >= ocr.max_pages:
+            pages[i].over_budget = True
+            continue
+        try:
+            read_doc = ocr_page(doc.load_page(i), language, ocr.dpi)
+            try:
+                read = extract_page(fitz, read_doc.load_page(0), *counters, i + 1, ocr=True)
+            finally:
+                read_doc.close()
+        except Exception:
+            log.warning("page %d: OCR failed", i + 1, exc_info=True)
+            continue
+        if read.state == "text":
+            read.ocr = True
+            pages[i] = read
+            done.append(i + 1)
+    over = [i + 1 for i in scanned[ocr.max_pages :]]
+    if over:
+        many = len(over) > 1
+        warnings.append(
+            f"{'pages' if many else 'page'} {_page_list(over)} "
+            f"{'were' if many else 'was'} not read with OCR: over the budget of "
+            f"{ocr.max_pages} page{'s' if ocr.max_pages != 1 else ''} per file (ocr.max_pages)"
+        )
+    if done:
+        mark_running([p for p in pages if p.state == "text"])
+    return done
+
+
+def _page_list(numbers: Sequence[int]) -> str:
+    """``[2, 3, 4, 7]`` → ``"2-4, 7"``."""
+    parts: list[str] = []
+    i = 0
+    while i < len(numbers):
+        j = i
+        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
+            j += 1
+        parts.append(str(numbers[i]) if i == j else f"{numbers[i]}-{numbers[j]}")
+        i = j + 1
+    return ", ".join(parts)
