@@ -340,12 +340,12 @@ def test_watch_reindexes_a_new_file_and_stops_on_sigterm(tmp_path: Path, notes: 
 def test_an_unexpected_failure_exits_3_with_a_one_line_message(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import guaipeca.cli.commands
+    import guaipeca.cli.context
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(guaipeca.cli.commands, "load_settings", broken)
+    monkeypatch.setattr(guaipeca.cli.context, "load_settings", broken)
     code, out, err = run(capsys, "status")
     assert code == 3 and out == ""
     assert err.strip() == "internal error: RuntimeError: disk on fire"

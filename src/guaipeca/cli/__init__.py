@@ -1,6 +1,7 @@
-"""The command line: ``guaipeca index | search | status | serve | …`` (commands), the
-Qdrant migration command (migrate) and the systemd unit it installs (service_unit)."""
+"""The command line: ``guaipeca init | index | search | status | …``. app.py wires the
+commands, one module per group (indexing, searching, status, maintenance, serving,
+configure, evaluation); docs/architecture.md maps each command to its module."""
 
-from guaipeca.cli.commands import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, EXIT_USER, app, main
+from guaipeca.cli.app import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, EXIT_USER, app, main
 
 __all__ = ["EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "EXIT_USER", "app", "main"]

@@ -2,6 +2,6 @@
 
 import sys
 
-from guaipeca.cli.commands import main
+from guaipeca.cli.app import main
 
 sys.exit(main())

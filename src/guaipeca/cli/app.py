@@ -1,0 +1,130 @@
+"""The ``guaipeca`` command: the typer app, its global options (``--config``, ``--version``,
+``--verbose``), every command registered in the order ``--help`` lists them, and
+:func:`main`, the entry point that maps errors to exit codes (context.py lists them). Logs
+and progress go to stderr; results go to stdout (``--json`` for scripts).
+
+Each command lives with its group: configure.py (init, check-model), indexing.py (index),
+searching.py (search), status.py (status, corpora), maintenance.py (drop, migrate, reembed,
+compact, check), serving.py (serve, install-service), evaluation.py (eval). A command imports
+what it needs when it runs, so that ``guaipeca --help`` and a keyword search start fast.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Annotated, Any
+
+import typer
+from typer.core import TyperOption
+
+from guaipeca import __version__
+from guaipeca.cli.configure import check_model, init
+from guaipeca.cli.context import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, EXIT_USER, err, log, out, state
+from guaipeca.cli.evaluation import eval_
+from guaipeca.cli.indexing import index
+from guaipeca.cli.maintenance import check, compact, drop, migrate, reembed
+from guaipeca.cli.searching import search
+from guaipeca.cli.serving import install_service, serve
+from guaipeca.cli.status import corpora, status
+from guaipeca.errors import GuaipecaError
+
+__all__ = ["EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "EXIT_USER", "app", "main"]
+
+
+def _flag_type(self: TyperOption, ctx: Any) -> str | None:
+    return None if self.is_flag else _option_type(self, ctx)
+
+
+# Typer's help shows a type tag beside every option, "<bool>" on flags too, where it says
+# nothing (a flag takes no value): flags show none.
+_option_type = TyperOption.display_type_rich
+TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
+
+app = typer.Typer(
+    help="Guaipeca: exact, citable hybrid search over your own documents, on one CPU.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"guaipeca {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    config: Annotated[
+        str | None,
+        typer.Option(
+            "--config",
+            envvar="GUAIPECA_CONFIG",
+            help="Config file (default: $GUAIPECA_HOME/guaipeca.yaml, ~/.guaipeca/...).",
+        ),
+    ] = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Log more detail to stderr.")
+    ] = False,
+) -> None:
+    state.config = config
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+        force=True,
+    )
+
+
+app.command()(init)
+app.command()(index)
+app.command()(search)
+app.command()(status)
+app.command()(corpora)
+app.command()(drop)
+app.command()(serve)
+app.command("install-service")(install_service)
+app.command("check-model")(check_model)
+app.command()(migrate)
+app.command()(reembed)
+app.command()(compact)
+app.command()(check)
+app.command("eval")(eval_)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: runs the app and maps errors to exit codes."""
+    try:
+        # Without standalone mode click returns a typer.Exit's code instead of raising it.
+        code = app(args=argv, prog_name="guaipeca", standalone_mode=False)
+        if isinstance(code, int) and not isinstance(code, bool) and code != EXIT_OK:
+            return code
+    except GuaipecaError as exc:
+        err.print(f"error: {exc}", markup=False)
+        return EXIT_USER
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except typer.Abort:
+        err.print("aborted")
+        return EXIT_USER
+    except typer.TyperException as exc:  # usage errors and bad parameters (click's kind)
+        exc.show(file=sys.stderr)  # type: ignore[attr-defined]
+        code = int(getattr(exc, "exit_code", EXIT_USER))
+        return EXIT_USAGE if code == EXIT_USAGE else EXIT_USER
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130
+    except Exception as exc:
+        log.debug("internal error", exc_info=True)
+        err.print(f"internal error: {type(exc).__name__}: {exc}", markup=False)
+        return EXIT_INTERNAL
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

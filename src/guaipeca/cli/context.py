@@ -1,0 +1,105 @@
+"""What every command shares: the exit codes, the two consoles (results to stdout, logs and
+progress to stderr), the ``--config`` given on the command line, the settings it loads and
+the index they open.
+
+Exit codes: 0 ok, 1 a user-facing error (bad input, bad config, nothing indexed, …),
+2 a usage error, 3 an internal error (a bug: please report it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from guaipeca.config import LoadedSettings, check_corpus_paths, load_settings
+from guaipeca.errors import GuaipecaError, StorageError
+
+if TYPE_CHECKING:
+    from guaipeca.config import EmbeddingSettings
+    from guaipeca.embed import Embedder
+    from guaipeca.index import Index
+
+EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+log = logging.getLogger("guaipeca")
+
+
+@dataclasses.dataclass
+class State:
+    """What the global options set for the command that runs."""
+
+    config: str | None = None
+
+
+state = State()
+
+
+def current_settings(*, check_paths: bool = False) -> LoadedSettings:
+    loaded = load_settings(state.config, cwd=Path.cwd(), check_paths=False)
+    if check_paths:
+        check_corpus_paths(loaded)
+    return loaded
+
+
+def open_index(
+    loaded: LoadedSettings, *, tolerate_down: bool = False, keyword_only: bool = False
+) -> Index:
+    """The index with the configured model, settings and corpora (weights, languages).
+
+    A storage server (Qdrant) that is down is an error, except for ``serve``
+    (``tolerate_down``), which starts and reports it in status and /health.
+    ``keyword_only``: the model is loaded only if something asks for a vector
+    (cli/model_memo.py), so a keyword search starts faster.
+    """
+    from guaipeca.cli.model_memo import lazy_model, note_model
+    from guaipeca.embed import load_embedder
+    from guaipeca.embed.select import load_models
+    from guaipeca.index import Index
+
+    s = loaded.settings
+    source = str(loaded.source) if loaded.source else None
+    from guaipeca.store.backends import open_backend
+
+    def load(settings: EmbeddingSettings) -> Embedder:
+        model = load_embedder(settings, source=source, data_dir=loaded.data_dir)
+        note_model(loaded.data_dir, settings, model)
+        return model
+
+    def model_for(settings: EmbeddingSettings) -> Embedder:
+        lazy = (
+            lazy_model(loaded.data_dir, settings, lambda: load(settings)) if keyword_only else None
+        )
+        return lazy if lazy is not None else load(settings)
+
+    models = load_models(s, load=model_for)
+    backend = open_backend(s.storage)  # None: embedded, files under data_dir
+    try:
+        index = Index(
+            loaded.data_dir / "index",
+            embedder=models.default,
+            settings=s.engine(),
+            backend=backend,
+            corpus_embedders=models.embedders,
+            corpus_embedding=models.settings,
+        )
+    except StorageError as exc:
+        where = f"storage.data_dir in {source}" if source else "storage.data_dir"
+        raise StorageError(f"{exc} (set {where}, or GUAIPECA_DATA_DIR)") from None
+    down = None if tolerate_down or backend is None else index.backend_error
+    if down is not None:
+        index.close()
+        raise GuaipecaError(down)
+    for corpus in s.corpora:
+        if corpus.name in index.corpora:
+            index.set_corpus_weight(corpus.name, corpus.weight)
+    return index
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")

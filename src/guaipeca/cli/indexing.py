@@ -1,0 +1,319 @@
+"""``guaipeca index``: index the configured corpora (or one folder with ``--path``), in two
+phases (searchable by keyword first, then embedded), once or again on every change
+(``--watch``), and print one summary per corpus."""
+
+from __future__ import annotations
+
+import functools
+import json
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from guaipeca.cli.context import EXIT_USER, current_settings, err, open_index, out, plural
+from guaipeca.config import DEFAULT_CORPUS, LoadedSettings, check_corpus_paths
+from guaipeca.errors import GuaipecaError
+
+if TYPE_CHECKING:
+    from guaipeca.cli.corpora import Target
+    from guaipeca.index import Index
+    from guaipeca.ingest import SyncReport
+    from guaipeca.progress import JobProgress
+
+
+def index(
+    corpora: Annotated[
+        list[str] | None,
+        typer.Argument(help="The corpora to index. Without one, every configured corpus."),
+    ] = None,
+    path: Annotated[
+        Path | None,
+        typer.Option(
+            "--path",
+            help="Index this folder, without a config file. It goes into the corpus named "
+            "as the argument, or into 'default'; when 'default' already holds another "
+            "folder, into a corpus named after this folder.",
+        ),
+    ] = None,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Index the folder into the corpus even though the corpus was indexed from "
+            "another folder. Its documents from there are removed.",
+        ),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Rebuild the corpus: convert and embed every file again."),
+    ] = False,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            min=0,
+            max=64,
+            help="Processes converting and chunking files (0: one per core, up to 4).",
+        ),
+    ] = 0,
+    watch: Annotated[
+        bool,
+        typer.Option("--watch", help="Keep running, and index again whenever files change."),
+    ] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.2, help="The seconds between two --watch scans.")
+    ] = 2.0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the summary as JSON, for scripts.")
+    ] = False,
+) -> None:
+    """Index corpora: new and changed files are added, and removed files leave the index."""
+    from guaipeca.cli.corpora import settle_folders
+
+    loaded = current_settings()
+    targets = _targets(loaded, corpora, path)
+    idx = open_index(loaded)
+    try:
+        targets = settle_folders(loaded, idx, targets, replace=replace, err=err)
+    except BaseException:
+        idx.close()
+        raise
+    stop = threading.Event()
+    if watch:
+        _announce_watch(targets, interval, stop)
+    try:
+        reports = _index_rounds(
+            idx,
+            loaded,
+            targets,
+            force=force,
+            workers=workers,
+            watch=watch,
+            interval=interval,
+            as_json=as_json,
+            stop=stop,
+        )
+    finally:
+        idx.close()
+    if any(r.failed for r in reports) and all(
+        not (r.added or r.changed or r.unchanged) for r in reports
+    ):
+        raise typer.Exit(EXIT_USER)
+
+
+def _announce_watch(targets: list[Target], interval: float, stop: threading.Event) -> None:
+    # SIGTERM (systemd, docker stop) ends the watch between scans, cleanly.
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    # To stderr: --json output on stdout stays clean.
+    folders = ", ".join(f"{t.name} ({t.folder})" for t in targets)
+    err.print(
+        f"watching {folders}: indexing now, then every {interval:g} s when files change; "
+        "Ctrl-C stops",
+        markup=False,
+    )
+
+
+def _index_rounds(
+    idx: Index,
+    loaded: LoadedSettings,
+    targets: list[Target],
+    *,
+    force: bool,
+    workers: int,
+    watch: bool,
+    interval: float,
+    as_json: bool,
+    stop: threading.Event,
+) -> list[SyncReport]:
+    """Index every target once, or with ``watch`` again after every ``interval`` until
+    ``stop``; the reports of the last round."""
+    from guaipeca.cli.corpora import remember
+    from guaipeca.convert import FileLimits
+    from guaipeca.ingest import sync_folder
+    from guaipeca.progress import JobProgress
+
+    while True:
+        reports = []
+        for target in targets:
+            with JobProgress(console=err, quiet=as_json) as job:
+                report = _two_phases(
+                    idx,
+                    job,
+                    target.name,
+                    functools.partial(
+                        sync_folder,
+                        idx,
+                        target.folder,
+                        corpus=target.name,
+                        cache_dir=loaded.data_dir / "converted",
+                        skip=[loaded.data_dir],
+                        force=force,
+                        workers=workers,
+                        wait=False,
+                        limits=FileLimits(**loaded.settings.limits.model_dump()),
+                        **target.options,
+                    ),
+                )
+            remember(loaded, target)
+            reports.append(report)
+            if as_json or not watch or report.touched or report.failed:
+                _print_report(report, idx, as_json)
+        if not watch or stop.is_set():
+            return reports
+        force = False
+        if not _wait(stop, interval):
+            return reports
+
+
+def _targets(loaded: LoadedSettings, names: list[str] | None, path: Path | None) -> list[Target]:
+    from guaipeca.cli.corpora import Target
+    from guaipeca.convert import OcrOptions
+
+    s = loaded.settings
+    if path is not None:
+        if names and len(names) > 1:
+            raise GuaipecaError("--path indexes one corpus; name at most one")
+        name = names[0] if names else DEFAULT_CORPUS
+        configured = {c.name: c for c in s.corpora}
+        language = configured[name].language if name in configured else None
+        options = {"language": language, "ocr": OcrOptions.from_settings(s.ocr, language)}
+        return [Target(name, _check_folder(path), options, from_config=False, implicit=not names)]
+    check_corpus_paths(loaded)
+    known = {c.name: c for c in s.corpora}
+    unknown = [n for n in names or [] if n not in known]
+    if unknown:
+        listed = ", ".join(known) or "none"
+        raise GuaipecaError(f"no corpus named {unknown[0]!r} in the config (corpora: {listed})")
+    chosen = [known[n] for n in names] if names else list(s.corpora)
+    if not chosen:
+        raise GuaipecaError("the config has no corpora; add one under 'corpora:'")
+    # Without a config file the one corpus is 'default' in the current folder.
+    implicit = loaded.source is None and not names
+    return [
+        Target(
+            c.name,
+            _check_folder(c.path),
+            {
+                "language": c.language,
+                "extensions": c.extensions,
+                "exclude": c.exclude,
+                "ocr": OcrOptions.from_settings(s.ocr, c.language),
+            },
+            from_config=loaded.source is not None,
+            implicit=implicit and c.name == DEFAULT_CORPUS,
+        )
+        for c in chosen
+    ]
+
+
+def _check_folder(path: Path) -> Path:
+    folder = path.expanduser().resolve()
+    if not folder.is_dir():
+        raise GuaipecaError(f"{path} is not a folder")
+    if folder == Path(folder.anchor):
+        raise GuaipecaError("refusing to index the whole file system; name a folder")
+    return folder
+
+
+def _two_phases(
+    idx: Index, job: JobProgress, name: str, keyword_phase: Callable[..., SyncReport]
+) -> SyncReport:
+    """Run the keyword phase (files converted and committed) while a thread embeds what it
+    has committed so far, then finish the embedding phase; both show progress."""
+    files = job.task(f"{name}: searchable by keyword", "files")
+    vectors = job.task(f"{name}: embedded", "chunks")
+    embedded = [0]
+    lock = threading.Lock()
+
+    def on_round(done: int, left: int) -> None:
+        with lock:
+            vectors.update(embedded[0] + done, embedded[0] + done + left)
+
+    def embed_round() -> int:
+        count = idx.embed_pending(name, progress=on_round)
+        with lock:
+            embedded[0] += count
+        return count
+
+    keyword_done = threading.Event()
+
+    def embed_meanwhile() -> None:
+        while not keyword_done.is_set():
+            if not embed_round():
+                keyword_done.wait(0.5)
+
+    started = time.perf_counter()
+    helper = threading.Thread(target=embed_meanwhile, name="embed", daemon=True)
+    helper.start()
+    try:
+        report = keyword_phase(progress=files.update)
+    finally:
+        keyword_done.set()
+        helper.join()
+    files.finish()
+    embed_round()
+    vectors.update(embedded[0], embedded[0])
+    vectors.finish()
+    report.chunks_embedded = embedded[0]
+    report.chunks_pending = 0
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _wait(stop: threading.Event, seconds: float) -> bool:
+    """Sleep between --watch scans; False once Ctrl-C or SIGTERM asked us to stop."""
+    try:
+        return not stop.wait(seconds)
+    except KeyboardInterrupt:
+        return False
+
+
+# Files converted faster than this are not worth naming in the summary.
+_SLOW_FILE_SECONDS = 0.5
+
+
+def _print_report(report: SyncReport, idx: Index, as_json: bool) -> None:
+    s = next((c for c in idx.stats().corpora if c.name == report.corpus), None)
+    documents, chunks = (s.documents, s.chunks) if s else (0, 0)
+    if as_json:
+        data = {
+            "corpus": report.corpus,
+            "added": report.added,
+            "changed": report.changed,
+            "unchanged": report.unchanged,
+            "removed": report.removed,
+            "failed": [{"path": p, "reason": r} for p, r in report.failed],
+            "warnings": [{"path": p, "warning": w} for p, w in report.warnings],
+            "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
+            "chunks_embedded": report.chunks_embedded,
+            "documents": documents,
+            "chunks": chunks,
+            "seconds": round(report.seconds, 3),
+            "keyword_seconds": round(report.keyword_seconds, 3),
+            "slowest": [
+                {"path": p, "seconds": round(t, 3), "chunks": n} for p, t, n in report.slowest
+            ],
+        }
+        out.print(json.dumps(data, ensure_ascii=False), markup=False)
+        return
+    for path, reason in [*report.failed, *report.skipped]:
+        err.print(f"skipped {path}: {reason}", markup=False)
+    for path, warning in report.warnings:
+        err.print(f"warning {path}: {warning}", markup=False)
+    out.print(
+        f"{report.corpus}: {report.added} added, {report.changed} changed, {report.unchanged} "
+        f"unchanged, {report.removed} removed, {len(report.failed)} failed; "
+        f"{plural(report.chunks_embedded, 'chunk')} embedded; {plural(chunks, 'chunk')} in "
+        f"{plural(documents, 'document')} ({report.seconds:.1f} s; searchable by keyword "
+        f"after {report.keyword_seconds:.1f} s)",
+        markup=False,
+    )
+    slow = [(p, t, n) for p, t, n in report.slowest if t >= _SLOW_FILE_SECONDS]
+    if slow:
+        listed = "; ".join(f"{p} {t:.1f} s ({plural(n, 'chunk')})" for p, t, n in slow)
+        err.print(f"slowest files to convert: {listed}", markup=False)

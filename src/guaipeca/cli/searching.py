@@ -1,0 +1,135 @@
+"""``guaipeca search``: search the index and print ranked hits (source, page, heading path,
+character span, snippet), or every field as JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from guaipeca.cli.context import current_settings, open_index, out
+from guaipeca.config import MAX_TOP_K, LoadedSettings
+from guaipeca.errors import GuaipecaError
+from guaipeca.types import SEARCH_MODES, Hit
+
+if TYPE_CHECKING:
+    from guaipeca.index import Index
+
+
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for: a question or keywords.")],
+    top_k: Annotated[
+        int, typer.Option("--top-k", "-k", min=1, max=MAX_TOP_K, help="How many hits to print.")
+    ] = 5,
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="hybrid (keywords and meaning), keyword (exact terms, no model) or dense "
+            "(meaning)."
+        ),
+    ] = "hybrid",
+    corpus: Annotated[
+        list[str] | None,
+        typer.Option("--corpus", "-c", help="Search only this corpus; repeat it for several."),
+    ] = None,
+    where: Annotated[
+        str | None,
+        typer.Option(help='A metadata filter as JSON, e.g. \'{"extension": "pdf", "page": 3}\'.'),
+    ] = None,
+    rerank: Annotated[
+        bool | None,
+        typer.Option(
+            "--rerank/--no-rerank",
+            help="Re-order the best candidates by query-term coverage and proximity "
+            "(default: search.rerank).",
+        ),
+    ] = None,
+    top_k_before: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=10_000,
+            help="How many candidates the reranker sees (default: top_k_before under search "
+            "in the config).",
+        ),
+    ] = None,
+    section_mode: Annotated[
+        bool, typer.Option("--sections", help="One hit per section, with its whole text.")
+    ] = False,
+    return_mode: Annotated[
+        str, typer.Option(help="chunks, documents, or auto (documents when they fit).")
+    ] = "chunks",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the hits as JSON, for scripts.")
+    ] = False,
+) -> None:
+    """Search the index and print ranked hits with source, page, heading path and span."""
+    if mode not in SEARCH_MODES:
+        raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
+    from guaipeca.store import parse_where_json
+
+    filters = parse_where_json(where) if where else None
+    loaded = current_settings()
+    idx = open_index(loaded, keyword_only=mode == "keyword")
+    try:
+        hits = idx.search(
+            query,
+            top_k=top_k,
+            mode=mode,
+            where=filters,
+            corpora=_search_scope(loaded, idx, corpus),
+            rerank=rerank,
+            top_k_before=top_k_before,
+            section_mode=section_mode,
+            return_mode=return_mode,  # type: ignore[arg-type]  # checked by Index.search
+        )
+    finally:
+        idx.close()
+    _print_hits(hits, as_json)
+
+
+def _search_scope(loaded: LoadedSettings, idx: Index, corpus: list[str] | None) -> list[str] | None:
+    """The corpora a search covers: those named, else the configured ones that are indexed
+    (None: all)."""
+    from guaipeca.cli.corpora import search_scope
+
+    if not idx.corpora and idx.broken_corpora:
+        name, reason = next(iter(idx.broken_corpora.items()))
+        raise GuaipecaError(f"corpus {name!r} cannot be used: {reason}")
+    if not idx.corpora:
+        raise GuaipecaError(
+            f"nothing is indexed yet in {loaded.data_dir}; run 'guaipeca index' first"
+        )
+    scope = corpus or search_scope(loaded, idx)
+    if scope == []:
+        names = ", ".join(c.name for c in loaded.settings.corpora)
+        raise GuaipecaError(
+            f"no corpus of {loaded.source} ({names}) is indexed yet; run 'guaipeca index'"
+        )
+    return scope
+
+
+def _print_hits(hits: list[Hit], as_json: bool) -> None:
+    if as_json:
+        out.print(json.dumps([h.to_dict() for h in hits], ensure_ascii=False), markup=False)
+        return
+    if not hits:
+        out.print("no hits")
+        return
+    for rank, h in enumerate(hits, start=1):
+        source = h.source_path or h.doc_id
+        page = ""
+        if h.page_start:
+            page = f" p.{h.page_start}" + (f"-{h.page_end}" if h.page_end != h.page_start else "")
+        ocr = "  (OCR)" if h.ocr else ""
+        out.print(
+            f"{rank}. {source}{page}  chars {h.start}-{h.end}  score {h.score:.4f}{ocr}",
+            markup=False,
+        )
+        trail = h.heading_trail or h.heading_path
+        if trail:
+            out.print("   " + " > ".join(trail), markup=False)
+        if h.table_header:
+            out.print(f"   columns: {h.table_header}", markup=False)
+        out.print(f"   {h.snippet}", markup=False)
