@@ -1,14 +1,4 @@
-"""Progress of long jobs, for people and for logs (SPEC §2.11): one helper for every job
-(``index``, ``eval``, the server's background work).
-
-On a terminal each task is a rich bar (count, rate, time left) redrawn four times a second,
-so it moves at least every second even while a count stands still. Anywhere else (a log
-file, CI, systemd, a server) it writes one plain line per running task every few seconds:
-
-    index docs: 1,200/10,000 files (12%), 240 files/s, about 37 s left
-
-and a last line when the job ends. Lines go to a stream (stderr by default) or to a logger.
-"""
+"""A job's progress: rich bars on a terminal, plain lines anywhere else."""
 
 from __future__ import annotations
 
@@ -29,40 +19,12 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-__all__ = ["PLAIN_INTERVAL_SECONDS", "JobProgress", "ProgressTask", "RoundLog", "plain_line"]
+from guaipeca.progress.lines import PLAIN_INTERVAL_SECONDS, duration, plain_line
 
-#: Seconds between two plain lines (not on a terminal).
-PLAIN_INTERVAL_SECONDS = 5.0
+__all__ = ["JobProgress", "ProgressTask"]
+
 # Bars are redrawn this often, so the elapsed time and the spinner move every second.
 _REFRESH_PER_SECOND = 4
-
-
-def plain_line(label: str, done: int, total: int | None, unit: str, seconds: float) -> str:
-    """One progress line: counts, rate and the estimated time left (when a total is known)."""
-    rate = done / seconds if seconds > 0 else 0.0
-    parts = [f"{label}: {done:,}"]
-    if total is not None:
-        parts[0] += f"/{total:,} {unit}"
-        if total:
-            parts[0] += f" ({100 * done / total:.0f}%)"
-    else:
-        parts[0] += f" {unit}"
-    parts.append(f"{rate:,.1f} {unit}/s")
-    if total is not None and done < total:
-        left = f"about {_duration((total - done) / rate)} left" if rate > 0 else "time left unknown"
-        parts.append(left)
-    return ", ".join(parts)
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, sec = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {sec:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 class ProgressTask:
@@ -98,7 +60,7 @@ class ProgressTask:
         end = self.finished if self.finished is not None else time.monotonic()
         seconds = end - self.started
         text = plain_line(self.label, self.done, self.total, self.unit, seconds)
-        return f"{text}, done in {_duration(seconds)}" if self.finished is not None else text
+        return f"{text}, done in {duration(seconds)}" if self.finished is not None else text
 
 
 class JobProgress:
@@ -199,36 +161,3 @@ class JobProgress:
                 running = [t for t in self.tasks if t.finished is None]
             for task in running:
                 self._write(task.line())
-
-
-class RoundLog:
-    """A ``progress(done, left)`` callback for work that runs in rounds with no end known in
-    advance (the server's background embedding): one plain line every few seconds, and one
-    when nothing is left. ``of_total``: called as ``progress(done, total)`` instead."""
-
-    def __init__(
-        self,
-        label: str,
-        unit: str,
-        write: Callable[[str], None],
-        interval: float = PLAIN_INTERVAL_SECONDS,
-        *,
-        of_total: bool = False,
-    ) -> None:
-        self._label, self._unit, self._write, self._interval = label, unit, write, interval
-        self._of_total = of_total
-        self._started: float | None = None
-        self._last = 0.0
-
-    def __call__(self, done: int, left: int) -> None:
-        if self._of_total:
-            left = max(0, left - done)
-        now = time.monotonic()
-        if self._started is None:
-            self._started = now
-        if left and now - self._last < self._interval:
-            return
-        self._last = now
-        self._write(plain_line(self._label, done, done + left, self._unit, now - self._started))
-        if not left:
-            self._started = None

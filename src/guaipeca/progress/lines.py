@@ -1,0 +1,75 @@
+"""Plain progress lines, for logs and anything that is not a terminal: counts, rate and the
+time left, one line every few seconds (``RoundLog`` for work in rounds, such as the server's
+background embedding)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+__all__ = ["PLAIN_INTERVAL_SECONDS", "RoundLog", "duration", "plain_line"]
+
+#: Seconds between two plain lines (not on a terminal).
+PLAIN_INTERVAL_SECONDS = 5.0
+
+
+def plain_line(label: str, done: int, total: int | None, unit: str, seconds: float) -> str:
+    """One progress line: counts, rate and the estimated time left (when a total is known)."""
+    rate = done / seconds if seconds > 0 else 0.0
+    parts = [f"{label}: {done:,}"]
+    if total is not None:
+        parts[0] += f"/{total:,} {unit}"
+        if total:
+            parts[0] += f" ({100 * done / total:.0f}%)"
+    else:
+        parts[0] += f" {unit}"
+    parts.append(f"{rate:,.1f} {unit}/s")
+    if total is not None and done < total:
+        left = f"about {duration((total - done) / rate)} left" if rate > 0 else "time left unknown"
+        parts.append(left)
+    return ", ".join(parts)
+
+
+def duration(seconds: float) -> str:
+    """``12 s``, ``3 min 05 s``, ``1 h 02 min``."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, sec = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {sec:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+class RoundLog:
+    """A ``progress(done, left)`` callback for work that runs in rounds with no end known in
+    advance (the server's background embedding): one plain line every few seconds, and one
+    when nothing is left. ``of_total``: called as ``progress(done, total)`` instead."""
+
+    def __init__(
+        self,
+        label: str,
+        unit: str,
+        write: Callable[[str], None],
+        interval: float = PLAIN_INTERVAL_SECONDS,
+        *,
+        of_total: bool = False,
+    ) -> None:
+        self._label, self._unit, self._write, self._interval = label, unit, write, interval
+        self._of_total = of_total
+        self._started: float | None = None
+        self._last = 0.0
+
+    def __call__(self, done: int, left: int) -> None:
+        if self._of_total:
+            left = max(0, left - done)
+        now = time.monotonic()
+        if self._started is None:
+            self._started = now
+        if left and now - self._last < self._interval:
+            return
+        self._last = now
+        self._write(plain_line(self._label, done, done + left, self._unit, now - self._started))
+        if not left:
+            self._started = None
