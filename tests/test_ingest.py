@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from guaipeca import Index
+from guaipeca.convert import NO_OCR_FOR_IMAGES, OcrOptions
 from guaipeca.ingest import ConversionCache, FolderRecord, sync_folder
 from support import CountingEmbedder, shared_data
 
@@ -294,6 +295,17 @@ def test_our_own_data_folder_is_never_indexed(tmp_path: Path) -> None:
     index = Index(embedder=CountingEmbedder())
     report = sync_folder(index, tmp_path, skip=[tmp_path / "data", data])
     assert report.added == 1
+
+
+def test_without_ocr_images_are_skipped_not_failed(tmp_path: Path) -> None:
+    """A folder of documents with pictures in it is not broken: the quick start over
+    docs/ on a machine without Tesseract reports "0 failed"."""
+    (tmp_path / "a.md").write_text("user text")
+    (tmp_path / "plot.png").write_bytes(b"\x89PNG\r\n\x1a\n not read at all")
+    index = Index(embedder=CountingEmbedder())
+    report = sync_folder(index, tmp_path, ocr=OcrOptions(enabled=False))
+    assert (report.added, report.failed) == (1, [])
+    assert report.skipped == [(str(tmp_path / "plot.png"), NO_OCR_FOR_IMAGES)]
 
 
 def test_a_file_that_fails_to_reconvert_says_its_old_version_is_still_served(

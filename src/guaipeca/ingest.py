@@ -25,6 +25,8 @@ from pathlib import Path, PurePosixPath
 from guaipeca.config import EngineSettings
 from guaipeca.convert import (
     DEFAULT_MAX_BYTES,
+    IMAGE_EXTENSIONS,
+    NO_OCR_FOR_IMAGES,
     SUPPORTED_EXTENSIONS,
     Converted,
     FileLimits,
@@ -366,11 +368,11 @@ def sync_folder(
 
     ``skip`` lists folders never to read (Guaipeca's own data folder). Files that resolve
     outside ``folder`` (links leading out) are never read: they are listed in the report's
-    ``skipped``. ``stop``, once set, ends the run at the next file or batch with
-    :class:`StoppedError` (what was added so far stays; the next run does the rest).
-    ``force`` drops the corpus and converts and embeds everything again. ``workers=0``:
-    one process per core (up to ``AUTO_WORKERS``) when there are at least
-    ``AUTO_WORKERS_MIN_FILES`` files to read, else none. ``workers`` > 1
+    ``skipped``, as are images when OCR is off or not installed. ``stop``, once set, ends
+    the run at the next file or batch with :class:`StoppedError` (what was added so far
+    stays; the next run does the rest). ``force`` drops the corpus and converts and embeds
+    everything again. ``workers=0``: one process per core (up to ``AUTO_WORKERS``) when
+    there are at least ``AUTO_WORKERS_MIN_FILES`` files to read, else none. ``workers`` > 1
     converts files in that many processes, which run ahead while the documents already
     converted are committed; the result is identical to ``workers=1``. ``wait=False``
     returns once every document is searchable by keyword, leaving new chunks pending for
@@ -378,8 +380,7 @@ def sync_folder(
     how much of one big file is read (pages, cells, characters); a file over a limit is
     indexed up to it, with a warning in the report. ``ocr`` says how scanned pages and
     images are read (default: OCR when Tesseract is installed, in ``language``). What a
-    converter notes about a file (the detected encoding, the pages read with OCR) goes
-    into the document's metadata.
+    converter notes (the detected encoding, the pages read with OCR) is document metadata.
 
     Raises:
         InvalidArgumentError: ``folder`` is not a readable directory, or ``workers`` < 1.
@@ -404,6 +405,7 @@ def sync_folder(
     # Never index our own data folder (e.g. when the corpus is the home directory).
     skipped = [Path(p).expanduser().resolve() for p in skip]
     candidates, seen = _changed_files(root, exts, exclude, skipped, known, force, max_bytes, report)
+    candidates = _set_aside_images(candidates, ocr, report)
     # 2-3. Convert what the cache does not have (in worker processes if asked, running
     # ahead), and add in path order as results arrive, so any number of workers gives the
     # same index and the first documents are searchable while later ones still convert.
@@ -423,6 +425,22 @@ def sync_folder(
             report.removed += int(index.delete_document(doc_id, corpus=corpus))
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _set_aside_images(
+    candidates: list[_Candidate], ocr: OcrOptions, report: SyncReport
+) -> list[_Candidate]:
+    """Without OCR an image has no text to read: it is skipped, not failed (a folder of
+    documents with a few pictures in it is not broken), and one indexed before stays."""
+    if ocr.engine() is not None:
+        return candidates
+    kept = []
+    for c in candidates:
+        if c.path.suffix.lower() in IMAGE_EXTENSIONS:
+            report.skipped.append((str(c.path), NO_OCR_FOR_IMAGES))
+        else:
+            kept.append(c)
+    return kept
 
 
 def _changed_files(

@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from guaipeca.convert import OcrOptions, convert_bytes
+from guaipeca import Index
+from guaipeca.convert import NO_OCR_FOR_IMAGES, OcrOptions, convert_bytes
 from guaipeca.convert.ocr import installed_languages, tesseract_language
 from guaipeca.errors import ConversionError, InvalidArgumentError
-from support import SHARED_DATA
+from guaipeca.ingest import sync_folder
+from support import SHARED_DATA, CountingEmbedder
 
 pymupdf = pytest.importorskip("pymupdf")
 
@@ -132,6 +134,29 @@ def test_an_image_without_ocr_is_refused() -> None:
         convert_bytes(page_image(_doc(SAMPLE), "png"), ".png", ocr=OFF)
     assert "OCR, which is off or not installed" in str(err.value)
     assert "tesseract-ocr" in str(err.value)
+
+
+def test_without_ocr_a_folders_images_are_skipped_and_one_read_before_is_kept(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "note.md").write_text("a note beside a scanned page")
+    (folder / "page.png").write_bytes(page_image(_doc(SAMPLE), "png"))
+    index = Index(embedder=CountingEmbedder())
+    assert sync_folder(index, folder, ocr=ON).added == 2
+    read_before = index.get_document("page.png").text
+    assert read_before.strip()
+    (folder / "page.png").write_bytes(page_image(_doc(SAMPLE), "png", dpi=150))  # changed
+    (folder / "new.png").write_bytes(page_image(_doc(SAMPLE), "png"))
+    report = sync_folder(index, folder, ocr=OFF)
+    assert report.failed == [] and report.removed == 0
+    assert sorted(report.skipped) == [
+        (str(folder / "new.png"), NO_OCR_FOR_IMAGES),
+        (str(folder / "page.png"), NO_OCR_FOR_IMAGES),
+    ]
+    assert index.get_document("page.png").text == read_before
+    assert {d.doc_id for d in index.list_documents()} == {"note.md", "page.png"}
 
 
 def test_a_broken_image_is_refused() -> None:

@@ -20,11 +20,13 @@ from typing import Any
 
 from guaipeca.config import SUPPORTED_EXTENSIONS
 from guaipeca.convert._limits import DEFAULT_MAX_BYTES, FileLimits, first_line, format_size
-from guaipeca.convert.ocr import OcrOptions
+from guaipeca.convert.ocr import IMAGE_EXTENSIONS, OcrOptions
 from guaipeca.errors import ConversionError
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "IMAGE_EXTENSIONS",
+    "NO_OCR_FOR_IMAGES",
     "SUPPORTED_EXTENSIONS",
     "Converted",
     "FileLimits",
@@ -33,6 +35,11 @@ __all__ = [
     "convert_file",
 ]
 
+#: Why an image cannot be read: it has no text but what OCR finds in it.
+NO_OCR_FOR_IMAGES = (
+    "an image is read with OCR, which is off or not installed "
+    "(Debian: apt install tesseract-ocr tesseract-ocr-eng)"
+)
 
 _FORMATS = {
     ".md": "markdown",
@@ -217,10 +224,7 @@ def _dispatch(data: bytes, ext: str, name: str, limits: FileLimits, ocr: OcrOpti
             from guaipeca.convert.ocr import image_to_pdf
 
             if ocr.engine() is None:
-                raise ConversionError(
-                    "an image is read with OCR, which is off or not installed "
-                    "(Debian: apt install tesseract-ocr tesseract-ocr-eng)"
-                )
+                raise ConversionError(NO_OCR_FOR_IMAGES)
             data = image_to_pdf(data, ext)
         pdf = convert_pdf(
             data,
