@@ -212,7 +212,8 @@ def progressive_main(args: argparse.Namespace) -> None:
         for n in args.full:
             folder = Path(tmp) / f"docs{n}"
             write_folder(folder, n)
-            for label, src in (("baseline", baseline), ("this tree", here)):
+            trees = (("baseline", baseline), ("this tree", here))
+            for label, src in trees[1:] if args.skip_baseline else trees:
                 row = {"size": n, "tree": label, **cli_run(src, folder, args.workers, args.timeout)}
                 print(json.dumps(row), flush=True)
                 runs.append(row)
@@ -290,6 +291,9 @@ def main() -> None:
         ap.add_argument("--keyword", type=int, nargs="*", default=[10000, 50000])
         ap.add_argument("--static", type=int, nargs="*", default=[],
                         help="sizes indexed fully (keyword + vectors) with the static model")
+        ap.add_argument("--skip-baseline", action="store_true",
+                        help="--full runs this tree only (a size whose baseline run would "
+                             "take longer than the time at hand; say so where it is reported)")
         ap.add_argument("--workers", type=int, default=2)
         ap.add_argument("--timeout", type=float, default=3600.0)
         ap.add_argument("--out", default="bench/results/indexing-progressive.json")
