@@ -401,11 +401,11 @@ def sync_folder(
     exts = tuple(e.lower() for e in extensions)
     known = {s.doc_id: s for s in index.source_states(corpus)}
 
-    # 1. Which files changed: size+mtime first, then the hash.
-    # Never index our own data folder (e.g. when the corpus is the home directory).
+    # 1. Which files changed (size+mtime, then hash); never our own data folder.
     skipped = [Path(p).expanduser().resolve() for p in skip]
-    candidates, seen = _changed_files(root, exts, exclude, skipped, known, force, max_bytes, report)
-    candidates = _set_aside_images(candidates, ocr, report)
+    candidates, seen = _changed_files(
+        root, exts, exclude, skipped, known, force, max_bytes, ocr, report
+    )
     # 2-3. Convert what the cache does not have (in worker processes if asked, running
     # ahead), and add in path order as results arrive, so any number of workers gives the
     # same index and the first documents are searchable while later ones still convert.
@@ -427,22 +427,6 @@ def sync_folder(
     return report
 
 
-def _set_aside_images(
-    candidates: list[_Candidate], ocr: OcrOptions, report: SyncReport
-) -> list[_Candidate]:
-    """Without OCR an image has no text to read: it is skipped, not failed (a folder of
-    documents with a few pictures in it is not broken), and one indexed before stays."""
-    if ocr.engine() is not None:
-        return candidates
-    kept = []
-    for c in candidates:
-        if c.path.suffix.lower() in IMAGE_EXTENSIONS:
-            report.skipped.append((str(c.path), NO_OCR_FOR_IMAGES))
-        else:
-            kept.append(c)
-    return kept
-
-
 def _changed_files(
     root: Path,
     exts: tuple[str, ...],
@@ -451,10 +435,15 @@ def _changed_files(
     known: Mapping[str, SourceState],
     force: bool,
     max_bytes: int,
+    ocr: OcrOptions,
     report: SyncReport,
 ) -> tuple[list[_Candidate], set[str]]:
     """The files to (re)index, with their hashes, and every file seen (by relative path).
-    Unchanged files (same path, size and mtime) are counted, unreadable ones reported."""
+    Unchanged files (same path, size and mtime) are counted, unreadable ones reported.
+    Without OCR an image has no text to read: it is skipped before it is hashed, not
+    failed (a folder of documents with pictures in it is not broken), and one indexed
+    before stays as it was."""
+    unreadable = () if ocr.engine() is not None else IMAGE_EXTENSIONS
     candidates: list[_Candidate] = []
     seen: set[str] = set()
     paths = [
@@ -487,6 +476,9 @@ def _changed_files(
             and state.mtime_ns == st.st_mtime_ns
         ):
             report.unchanged += 1
+            continue
+        if path.suffix.lower() in unreadable:
+            report.skipped.append((str(path), NO_OCR_FOR_IMAGES))
             continue
         # From here on a failure leaves an indexed earlier version in place: say so.
         kept = KEPT_NOTE if state is not None else ""
