@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guaipeca.chunk import canonicalize, chunk_text
+from guaipeca.chunk import canonicalize, chunk_text, headings
 from guaipeca.types import ChunkSpan
 
 PROPERTY = settings(max_examples=200, deadline=None)
@@ -56,17 +56,47 @@ list_block = st.lists(
 table = st.lists(line, min_size=1, max_size=15).map(
     lambda rows: "\n".join("| " + r.replace("|", "/") + " |" for r in rows)
 )
+# A line inside a fence that is no fence itself (a generated "~~~" would close the block).
+code_line = line.filter(lambda x: not x.lstrip(" \t").startswith(("```", "~~~")))
 code = st.tuples(
     st.sampled_from(["```", "~~~", "````", "```python"]),
-    st.lists(st.one_of(line, st.just("# not a heading"), st.just("")), max_size=10),
+    st.lists(st.one_of(code_line, st.just("# not a heading"), st.just("")), max_size=10),
     st.booleans(),
 ).map(lambda t: "\n".join([t[0], *t[1]] + ([t[0].rstrip("python")] if t[2] else [])))
+closed_code = st.tuples(
+    st.sampled_from(["```", "~~~", "````", "```python"]),
+    st.lists(st.one_of(code_line, st.just("# not a heading"), st.just("")), max_size=10),
+).map(lambda t: "\n".join([t[0], *t[1], t[0].rstrip("python")]))
+# An indented code block (four spaces or a tab): its "# comment" lines are no headings either.
+indented_code = st.lists(
+    st.tuples(
+        st.sampled_from(["    ", "\t", "      "]), st.one_of(line, st.just("# not a heading"))
+    ),
+    min_size=1,
+    max_size=6,
+).map(lambda rows: "\n".join(i + r for i, r in rows))
 long_line = st.integers(1, 5000).map(lambda n: "x" * n)
-block = st.one_of(heading, paragraph, list_block, table, code, long_line, words)
+block = st.one_of(heading, paragraph, list_block, table, code, indented_code, long_line, words)
 separator = st.sampled_from(["\n", "\n\n", "\r\n", "\r\n\r\n", "\r", "\n \n", "\n\n\n"])
 markdown = st.lists(st.tuples(block, separator), max_size=25).map(
     lambda parts: "".join(b + s for b, s in parts)
 )
+# Documents whose only fences are the closed code blocks' own (a generated "~~~" paragraph, or
+# a block left open, would pair with the next fence), so every "# not a heading" line is code.
+fenced_markdown = st.lists(
+    st.tuples(
+        st.one_of(
+            heading,
+            st.lists(code_line, min_size=1, max_size=6).map("\n".join),
+            list_block,
+            table,
+            closed_code,
+            indented_code,
+        ),
+        separator,
+    ),
+    max_size=25,
+).map(lambda parts: "".join(b + s for b, s in parts))
 any_text = st.lists(
     st.one_of(
         st.characters(blacklist_categories=["Cs"]),
@@ -192,6 +222,28 @@ def test_headings_start_chunks_and_sections(raw: str, max_size: int) -> None:
 
 
 # --- explicit examples -------------------------------------------------------------------
+
+
+@PROPERTY
+@given(fenced_markdown, sizes)
+def test_no_heading_is_read_inside_code_and_every_heading_starts_a_chunk(
+    raw: str, max_size: int
+) -> None:
+    text = canonicalize(raw)
+    found = headings(text)
+    assert all("not a heading" not in title for _, _, title in found)
+    spans = chunk_text(text, doc_key="k", max_size=max_size)
+    assert all("not a heading" not in h for s in spans for h in s.heading_trail)
+    starts = {s.start for s in spans}
+    assert all(text[offset] == "#" and offset in starts for offset, _, _ in found)
+
+
+def test_headings_are_offset_level_and_title_outside_code() -> None:
+    text = (
+        "# Title\n\nText::\n\n    # Doesn't hit the database\n    b = e.blog\n\n"
+        "  ## Section ##\n\n```\n# comment\n```\n\n\t# tab-indented code\n\n### \n"
+    )
+    assert headings(text) == [(0, 1, "Title"), (text.index("## Section"), 2, "Section")]
 
 
 @pytest.mark.parametrize("with_spaces", [False, True])

@@ -30,7 +30,7 @@ from itertools import pairwise
 
 from guaipeca.types import ChunkSpan
 
-__all__ = ["canonicalize", "chunk_text", "structure_at"]
+__all__ = ["canonicalize", "chunk_text", "headings", "structure_at"]
 
 # Per-line code-fence roles.
 _NORMAL, _OPEN, _INSIDE, _CLOSE = 0, 1, 2, 3
@@ -117,6 +117,25 @@ def _heading_text(text: str, start: int, end: int) -> str:
     if not bare or bare[-1] in " \t":
         content = bare.strip()
     return content
+
+
+def headings(text: str) -> list[tuple[int, int, str]]:
+    """The ATX headings of canonical ``text`` as ``(offset, level, title)``, in order.
+
+    ``offset`` is where the heading's ``#`` marker starts. This is the one heading reader:
+    chunking, trails and the ToC all use it, so a ``# comment`` inside fenced code, or
+    indented four spaces or more (an indented code block), is never a heading. Headings
+    with no text are left out, as in the trails.
+    """
+    ln = _scan_lines(text)
+    out: list[tuple[int, int, str]] = []
+    for i, level in enumerate(ln.level):
+        if level:
+            title = _heading_text(text, ln.starts[i], ln.ends[i])
+            if title:
+                marker = text.index("#", ln.starts[i], ln.ends[i])
+                out.append((marker, level, title))
+    return out
 
 
 def _body_breaks(text: str, ln: _Lines, lo: int, hi: int, brk: _Breaks) -> None:

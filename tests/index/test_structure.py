@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from guaipeca import Index, InvalidArgumentError, NotFoundError
+from guaipeca.chunk import chunk_text
 from support import CountingEmbedder
 
 GUIDE = (
@@ -81,3 +82,18 @@ def test_toc_is_a_heading_tree_with_chunk_counts(index: Index) -> None:
     assert plain["structured"] is False and plain["headings"] == [] and plain["chunks"] == 1
     with pytest.raises(NotFoundError):
         index.toc("missing")
+
+
+def test_a_comment_in_indented_code_is_no_heading_of_the_toc(index: Index) -> None:
+    # A chunk cut inside an indented example starts at its "# comment" line: read alone, that
+    # chunk seemed to open with a level-1 heading (Django's querysets.txt had one over 64 of
+    # its 88 chunks).
+    example = "Example::\n\n    # Hits the database.\n    e = 1\n\n"
+    example += "    # Doesn't hit the database.\n    b = e.blog\n"
+    text = "# Guide\n\n" + "Some words here. " * 112 + "\n\n" + example
+    index.add_documents({"example": text})
+    chunks = [c.text for c in chunk_text(text, doc_key="example")]
+    assert any(c.startswith("# Doesn't hit") for c in chunks)  # the case in point
+    toc = index.toc("example")
+    (title,) = toc["headings"]
+    assert (title["title"], title["children"], title["chunks"]) == ("Guide", [], len(chunks))

@@ -10,10 +10,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
+from bisect import bisect_right
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from guaipeca.chunk import headings
 from guaipeca.config import SearchSettings
 from guaipeca.errors import InvalidArgumentError, RerankError
 from guaipeca.search.rerank import Candidate, bm25_idf, lexical_rerank
@@ -332,14 +333,24 @@ def section_filter_where(
 
 
 def toc(store: CorpusStore, doc_id: str) -> dict[str, Any]:
-    """A stored document's headings as a tree, with chunk counts (see :meth:`Index.toc`)."""
+    """A stored document's headings as a tree, with chunk counts (see :meth:`Index.toc`).
+
+    The headings are read from the whole document text, as the chunker reads them, and not
+    chunk by chunk: a chunk cut from the middle of a code block does not show its fence, so
+    a ``# comment`` at its start would pass for a heading.
+    """
     rows = store.catalog.document_chunks(doc_id)
     doc = store.catalog.document(doc_id)
-    text = doc.text if doc else ""
+    found = headings(doc.text) if doc else []
+    starts = [row.start for row in rows]
+    by_row: dict[int, list[tuple[int, str]]] = {}
+    for offset, level, title in found:
+        k = max(0, bisect_right(starts, offset) - 1)
+        by_row.setdefault(k, []).append((level, title))
     root: dict[str, Any] = {"children": [], "level": 0}
     stack = [root]
-    for row in rows:
-        for level, title in _heading_lines(text[row.start : row.end]):
+    for k, row in enumerate(rows):
+        for level, title in by_row.get(k, ()):
             node = {
                 "title": title,
                 "level": level,
@@ -361,26 +372,6 @@ def toc(store: CorpusStore, doc_id: str) -> dict[str, Any]:
         "chunks": len(rows),
         "headings": root["children"],
     }
-
-
-_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
-
-
-def _heading_lines(text: str) -> list[tuple[int, str]]:
-    """ATX headings in a chunk (outside fenced code), as ``(level, title)``."""
-    out: list[tuple[int, str]] = []
-    fence = None
-    for line in text.split("\n"):
-        stripped = line.lstrip()
-        if stripped.startswith(("```", "~~~")):
-            marker = stripped[:3]
-            fence = None if fence == marker else (fence or marker)
-            continue
-        if fence is None:
-            m = _HEADING.match(line)
-            if m:
-                out.append((len(m.group(1)), m.group(2).strip()))
-    return out
 
 
 def _row_fields(corpus: str, row: ChunkRow) -> dict[str, Any]:
