@@ -61,7 +61,8 @@ AUTO_WORKERS_MIN_FILES = 32
 SLOWEST_FILES = 5
 # Bump when converter output changes, so cached conversions are redone.
 # 2: encodings detected, images and link targets dropped, OCR, conversion metadata.
-CONVERTER_VERSION = 2
+# 3: reStructuredText (.rst, and RST saved as .txt) and AsciiDoc converted to Markdown.
+CONVERTER_VERSION = 3
 _OCR_FORMATS = ("pdf", "image")
 _ADD_BATCH_CHARS = 2_000_000
 Progress = Callable[[int, int], None]

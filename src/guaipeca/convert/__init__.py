@@ -1,8 +1,9 @@
 """Source files → canonical Markdown text: the one public entry of the conversion layer.
 
 ``convert_file`` / ``convert_bytes`` dispatch on the file extension (case-insensitive) to
-the text, PDF, Office/HTML, spreadsheet and image (OCR) converters, each imported only when
-needed.
+the text (Markdown, plain, reStructuredText, AsciiDoc), PDF, Office/HTML, spreadsheet and
+image (OCR) converters, each imported only when needed. A ``.txt`` file whose content is
+reStructuredText (``rst.looks_like_rst``) is converted as RST.
 Every failure is a :class:`~guaipeca.errors.ConversionError` whose message is one line for
 a user ("file is 52.4 MB; the limit is 50.0 MB", "not UTF-8 text (...); save it as UTF-8",
 "DOCX expands to more than 200 MB (zip bomb?)"); it never holds a traceback nor any path
@@ -45,6 +46,9 @@ _FORMATS = {
     ".md": "markdown",
     ".markdown": "markdown",
     ".txt": "text",
+    ".rst": "rst",
+    ".adoc": "asciidoc",
+    ".asciidoc": "asciidoc",
     ".pdf": "pdf",
     ".docx": "docx",
     ".pptx": "pptx",
@@ -63,12 +67,13 @@ _FORMATS = {
 class Converted:
     """A converted document.
 
-    ``text`` is Markdown (plain text for ``.txt``) with LF line ends only. ``page_starts``
-    holds the character offsets where pages 1, 2, ... begin (PDF pages, PPTX slides), or
-    None. ``format`` is one of "markdown", "text", "pdf", "docx", "pptx", "xlsx", "html",
-    "image". ``warnings`` are one-line notes for the user (truncated sheets, scanned PDF
-    pages, ...). ``metadata`` goes into the document's metadata: ``encoding`` (text files:
-    the detected encoding) and ``ocr_pages`` (the 1-based pages read with OCR).
+    ``text`` is Markdown (plain text for ``.txt`` that is not RST) with LF line ends only.
+    ``page_starts`` holds the character offsets where pages 1, 2, ... begin (PDF pages, PPTX
+    slides), or None. ``format`` is one of "markdown", "text", "rst", "asciidoc", "pdf",
+    "docx", "pptx", "xlsx", "html", "image". ``warnings`` are one-line notes for the user
+    (truncated sheets, scanned PDF pages, RST kept as plain text, ...). ``metadata`` goes
+    into the document's metadata: ``encoding`` (text files: the detected encoding) and
+    ``ocr_pages`` (the 1-based pages read with OCR).
     """
 
     text: str
@@ -210,13 +215,33 @@ def _cut(converted: Converted, max_chars: int) -> Converted:
     )
 
 
+def _text_source(data: bytes, fmt: str) -> Converted:
+    """A text file: Markdown and plain text as they are, RST (also in a ``.txt`` file whose
+    content is RST) and AsciiDoc converted to Markdown."""
+    from guaipeca.convert.text import decode_text
+
+    text, encoding = decode_text(data)
+    meta: dict[str, Any] = {"encoding": encoding}
+    if fmt == "text":
+        from guaipeca.convert.rst import looks_like_rst
+
+        fmt = "rst" if looks_like_rst(text) else fmt
+    if fmt == "rst":
+        from guaipeca.convert.rst import convert_rst
+
+        text, warnings = convert_rst(text)
+        return Converted(text, None, "text" if warnings else fmt, warnings, meta)
+    if fmt == "asciidoc":
+        from guaipeca.convert.asciidoc import asciidoc_to_markdown
+
+        text = asciidoc_to_markdown(text)
+    return Converted(text, None, fmt, metadata=meta)
+
+
 def _dispatch(data: bytes, ext: str, name: str, limits: FileLimits, ocr: OcrOptions) -> Converted:
     fmt = _FORMATS[ext]
-    if fmt in ("markdown", "text"):
-        from guaipeca.convert.text import decode_text
-
-        text, encoding = decode_text(data)
-        return Converted(text, None, fmt, metadata={"encoding": encoding})
+    if fmt in ("markdown", "text", "rst", "asciidoc"):
+        return _text_source(data, fmt)
     if fmt in ("pdf", "image"):
         from guaipeca.convert.pdf import convert_pdf
 
