@@ -178,11 +178,6 @@ def test_bad_bytes_after_a_utf8_bom_are_refused_with_the_offset() -> None:
     assert message == "not valid utf-8 text after its byte-order mark (offset 2)"
 
 
-def test_utf16_without_a_bom_stays_binary() -> None:
-    message = _refusal(lambda: convert_bytes("hello".encode("utf-16-le"), ".txt"))
-    assert message == "looks binary (NUL bytes), not text"
-
-
 @pytest.mark.parametrize("ext", [".md", ".txt", ".docx", ".pptx", ".xlsx", ".html", ".pdf"])
 def test_empty_file_is_refused(tmp_path: Path, ext: str) -> None:
     path = tmp_path / f"empty{ext}"
