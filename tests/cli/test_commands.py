@@ -15,6 +15,7 @@ import pytest
 from guaipeca import Index
 from guaipeca.cli import EXIT_OK, EXIT_USAGE, EXIT_USER, main
 from support import REPO
+from support.office import pptx_deck
 
 SCRIPT = Path(sys.executable).parent / "guaipeca"
 
@@ -263,6 +264,23 @@ def test_configured_corpora_are_indexed_with_their_weights_and_topics(
     assert json.loads(out)["unchanged"] == 1
     code, _, err = run(capsys, "--config", str(config), "index", "nope")
     assert code == EXIT_USER and "no corpus named 'nope'" in err
+
+
+def test_the_zip_entry_limit_is_a_setting_named_when_a_file_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "slides"
+    folder.mkdir()
+    (folder / "deck.pptx").write_bytes(pptx_deck(60))  # 156 zip entries
+    (folder / "note.md").write_text("# Note\n\nA short note.")
+    body = f"corpora:\n  - name: slides\n    path: {folder}\nlimits:\n  max_zip_entries: "
+    config = _write_config(tmp_path, body + "100\n")
+    code, out, err = run(capsys, "--config", str(config), "index")
+    assert code == EXIT_OK and "1 added" in out and "1 failed" in out
+    assert "deck.pptx: PPTX has 156 zip entries; the limit is limits.max_zip_entries (100)" in err
+    config = _write_config(tmp_path, body + "200\n")
+    code, out, _ = run(capsys, "--config", str(config), "index")
+    assert code == EXIT_OK and "1 added" in out and "0 failed" in out
 
 
 @pytest.mark.parametrize(

@@ -181,11 +181,6 @@ def test_bad_bytes_after_a_utf8_bom_are_refused_with_the_offset() -> None:
     assert message == "not valid utf-8 text after its byte-order mark (offset 2)"
 
 
-def test_utf16_without_a_bom_stays_binary() -> None:
-    message = _refusal(lambda: convert_bytes("hello".encode("utf-16-le"), ".txt"))
-    assert message == "looks binary (NUL bytes), not text"
-
-
 @pytest.mark.parametrize("ext", [".md", ".txt", ".docx", ".pptx", ".xlsx", ".html", ".pdf"])
 def test_empty_file_is_refused(tmp_path: Path, ext: str) -> None:
     path = tmp_path / f"empty{ext}"
@@ -311,10 +306,12 @@ def test_zip_bomb_cap_never_exceeds_200_mb(tmp_path: Path) -> None:
 def test_zip_with_absurdly_many_entries_is_refused() -> None:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
-        for i in range(10_001):
+        for i in range(50_001):
             zf.writestr(f"word/{i}", b"")
     message = _refusal(lambda: convert_bytes(buf.getvalue(), ".docx"))
-    assert message == "DOCX has 10,001 zip entries; the limit is 10,000 (zip bomb?)"
+    assert message == (
+        "DOCX has 50,001 zip entries; the limit is limits.max_zip_entries (50,000) (zip bomb?)"
+    )
 
 
 @pytest.mark.parametrize("ext", OFFICE)

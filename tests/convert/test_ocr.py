@@ -9,6 +9,7 @@ PDF (docs/benchmarks.md).
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import re
 from functools import cache
@@ -175,6 +176,8 @@ def test_the_page_budget_leaves_later_pages_with_a_note() -> None:
 
 
 def test_portuguese_is_read_with_the_portuguese_model() -> None:
+    if "por" not in installed_languages():  # the English fallback is tested below
+        pytest.skip("Tesseract's Portuguese data is not installed (apt install tesseract-ocr-por)")
     doc = pymupdf.open()
     page = doc.new_page()
     text = "A educação e a habitação são ações do município.\nCoração, canção, exceção."
@@ -183,6 +186,24 @@ def test_portuguese_is_read_with_the_portuguese_model() -> None:
     result = convert_bytes(scan, ".pdf", ocr=OcrOptions(enabled=True, language="portuguese"))
     for word in ("educação", "habitação", "ações", "município", "Coração", "exceção"):
         assert word in result.text
+
+
+def test_a_language_without_tesseract_data_falls_back_to_english_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # "qaa" is reserved for local use in ISO 639-2: no Tesseract data exists for it.
+    assert "qaa" not in installed_languages()
+    options = OcrOptions(enabled=True, language="qaa")
+    with caplog.at_level(logging.WARNING, logger="guaipeca.convert.ocr"):
+        assert options.engine() == "eng"
+        result = convert_bytes(_scanned()[0], ".pdf", name="scan.pdf", ocr=options)
+        assert options.engine() == "eng"
+    assert recall(_original(), result.text) >= 0.9  # read, in English
+    warned = [r.getMessage() for r in caplog.records if "'qaa'" in r.getMessage()]
+    assert warned == [
+        "no Tesseract data for 'qaa' is installed, so OCR reads English instead "
+        "(Debian: apt install tesseract-ocr-qaa)"
+    ]
 
 
 @pytest.mark.parametrize(

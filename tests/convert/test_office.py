@@ -19,6 +19,7 @@ from guaipeca.chunk import chunk_text
 from guaipeca.convert import Converted, FileLimits, convert_bytes, convert_file
 from guaipeca.errors import ConversionError
 from support import shared_data
+from support.office import pptx_deck
 
 MAX_SIZE = 1500
 
@@ -423,6 +424,24 @@ def test_character_limit_cuts_at_a_line_end_with_a_warning() -> None:
     assert result.warnings == (
         "cut at 999 of 2,700 characters: the limit is limits.max_chars (1,000)",
     )
+
+
+def test_zip_entries_over_the_configured_limit_are_refused_naming_the_setting() -> None:
+    deck = pptx_deck(60)  # 38 parts of a one-slide deck + 2 per further slide: 156 entries
+    message = "PPTX has 156 zip entries; the limit is limits.max_zip_entries (100) (zip bomb?)"
+    with pytest.raises(ConversionError, match=re.escape(message)):
+        convert_bytes(deck, ".pptx", limits=FileLimits(max_zip_entries=100))
+    result = convert_bytes(deck, ".pptx")
+    assert result.page_starts is not None and len(result.page_starts) == 60
+    assert result.text.startswith("# Slide 1\n\n## Slide 2\n") and "## Slide 60" in result.text
+
+
+@pytest.mark.slow
+def test_a_5000_slide_deck_is_read_under_the_default_limit() -> None:
+    deck = pptx_deck(5000)  # 10,036 entries: refused when the limit was a fixed 10,000
+    result = convert_bytes(deck, ".pptx")
+    assert result.page_starts is not None and len(result.page_starts) == 5000
+    assert result.text.rstrip().endswith("## Slide 5000")
 
 
 def test_pptx_pages_cover_empty_slides_and_multi_line_titles() -> None:

@@ -20,7 +20,17 @@ from typer.core import TyperOption
 
 from guaipeca import __version__
 from guaipeca.cli.configure import check_model, init
-from guaipeca.cli.context import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, EXIT_USER, err, log, out, state
+from guaipeca.cli.context import (
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_USAGE,
+    EXIT_USER,
+    VisibleFormatter,
+    err,
+    log,
+    out,
+    state,
+)
 from guaipeca.cli.evaluation import eval_
 from guaipeca.cli.indexing import index
 from guaipeca.cli.maintenance import check, compact, drop, migrate, reembed
@@ -73,11 +83,10 @@ def _main(
     ] = False,
 ) -> None:
     state.config = config
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(VisibleFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-        force=True,
+        level=logging.INFO if verbose else logging.WARNING, handlers=[handler], force=True
     )
 
 
@@ -105,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(code, int) and not isinstance(code, bool) and code != EXIT_OK:
             return code
     except GuaipecaError as exc:
-        err.print(f"error: {exc}", markup=False)
+        err.print(f"error: {exc}")
         return EXIT_USER
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
@@ -121,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:
         log.debug("internal error", exc_info=True)
-        err.print(f"internal error: {type(exc).__name__}: {exc}", markup=False)
+        err.print(f"internal error: {type(exc).__name__}: {exc}")
         return EXIT_INTERNAL
     return EXIT_OK
 

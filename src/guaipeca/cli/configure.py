@@ -71,16 +71,16 @@ def check_model(
     }
     corpora = _corpus_models(loaded)
     if as_json:
-        out.print(json.dumps({**data, "corpora": corpora}), markup=False)
+        out.print_verbatim(json.dumps({**data, "corpora": corpora}))
         return
     for key, value in data.items():
-        out.print(f"{key:<20}{value}", markup=False)
+        out.print(f"{key:<20}{value}")
     for name, entry in corpora.items():
-        out.print(f"corpus {name}: configured {entry['configured']}", markup=False)
+        out.print(f"corpus {name}: configured {entry['configured']}")
         if entry["stored"] and entry["stored"] != entry["configured"]:
-            out.print(f"  stored vectors: {entry['stored']}", markup=False)
+            out.print(f"  stored vectors: {entry['stored']}")
         if entry["mismatch"]:
-            out.print(f"  {entry['mismatch']}", markup=False)
+            out.print(f"  {entry['mismatch']}")
 
 
 def _corpus_models(loaded: LoadedSettings) -> dict[str, dict[str, str | None]]:

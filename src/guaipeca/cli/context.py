@@ -11,12 +11,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from guaipeca.config import LoadedSettings, check_corpus_paths, load_settings
 from guaipeca.errors import GuaipecaError, StorageError
+from guaipeca.text.terminal import visible
 
 if TYPE_CHECKING:
     from guaipeca.config import EmbeddingSettings
@@ -25,8 +26,31 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+class TerminalConsole(Console):
+    """A console that prints text as it is: no rich markup (a file named ``[red]x[/red]``
+    stays that), no ``:emoji:`` codes, and the characters a terminal would obey (ESC,
+    newlines, bidi overrides, ...) written as escapes (text/terminal.py), because the names,
+    headings, snippets and messages we print come from the documents."""
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        options.update(markup=False, emoji=False, highlight=False)
+        super().print(*(visible(o) if isinstance(o, str) else o for o in objects), **options)
+
+    def print_verbatim(self, text: str) -> None:
+        """Print ``text`` unescaped: ``--json`` output, which json.dumps has escaped."""
+        super().print(text, markup=False, emoji=False, highlight=False)
+
+
+class VisibleFormatter(logging.Formatter):
+    """Log lines with the message escaped like the console's text (a traceback stays as is)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return visible(super().formatMessage(record))
+
+
+out = TerminalConsole(soft_wrap=True)
+err = TerminalConsole(stderr=True, soft_wrap=True)
 log = logging.getLogger("guaipeca")
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from guaipeca.cli.context import TerminalConsole
 from guaipeca.errors import GuaipecaError
 from guaipeca.ingest import FolderRecord
 
@@ -106,7 +107,6 @@ def _settled(record: FolderRecord, idx: Index, target: Target, err: Console) -> 
                 f"corpus {target.name!r} holds {before}; indexing {target.folder} as corpus "
                 f"{other!r} instead (--replace indexes it into {target.name!r}, removing what "
                 "is there)",
-                markup=False,
             )
             return Target(other, target.folder, target.options, from_config=False)
         before, target = held, Target(other, target.folder, target.options, from_config=False)
@@ -155,11 +155,11 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
-def run_corpora(loaded: LoadedSettings, idx: Index, *, as_json: bool, out: Console) -> None:
+def run_corpora(loaded: LoadedSettings, idx: Index, *, as_json: bool, out: TerminalConsole) -> None:
     """``guaipeca corpora``: every corpus of the config and of the data folder."""
     rows = _rows(loaded, idx)
     if as_json:
-        out.print(json.dumps(rows, ensure_ascii=False), markup=False)
+        out.print_verbatim(json.dumps(rows, ensure_ascii=False))
         return
     if not rows:
         out.print("no corpora yet: run 'guaipeca index'")
@@ -173,7 +173,7 @@ def run_corpora(loaded: LoadedSettings, idx: Index, *, as_json: bool, out: Conso
         else:
             state = f"{_count(row['documents'], 'document')}, {_count(row['chunks'], 'chunk')}"
         note = f"; {row['note']}" if row["note"] else ""
-        out.print(f"{row['name']}{where}: {state}{note}", markup=False)
+        out.print(f"{row['name']}{where}: {state}{note}")
 
 
 def run_drop(
@@ -197,9 +197,8 @@ def run_drop(
             raise GuaipecaError("nothing dropped")
     idx.drop_corpus(name)
     FolderRecord(loaded.data_dir).forget(name)
-    out.print(f"dropped corpus {name!r} ({what}); no source file was touched", markup=False)
+    out.print(f"dropped corpus {name!r} ({what}); no source file was touched")
     if row["configured"]:
         err.print(
             f"note: {name!r} is still in the configuration; 'guaipeca index' builds it again",
-            markup=False,
         )

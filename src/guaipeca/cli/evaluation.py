@@ -76,14 +76,13 @@ def eval_(
     result.index_seconds = index_seconds
     data = {**result.to_dict(), "split": split, "language": language, "folder": str(folder)}
     if as_json:
-        out.print(json.dumps(data, ensure_ascii=False), markup=False)
+        out.print_verbatim(json.dumps(data, ensure_ascii=False))
         return
     metrics = "  ".join(f"{name} {value:.4f}" for name, value in result.metrics.items())
     queries = f"{result.queries} {'query' if result.queries == 1 else 'queries'}"
     out.print(
         f"{metrics}  ({queries}, {plural(result.documents, 'doc')}, index {index_seconds:.1f} s, "
         f"query p50 {result.query_p50_ms:.1f} ms)",
-        markup=False,
     )
 
 

@@ -114,7 +114,6 @@ def _announce_watch(targets: list[Target], interval: float, stop: threading.Even
     err.print(
         f"watching {folders}: indexing now, then every {interval:g} s when files change; "
         "Ctrl-C stops",
-        markup=False,
     )
 
 
@@ -299,21 +298,20 @@ def _print_report(report: SyncReport, idx: Index, as_json: bool) -> None:
                 {"path": p, "seconds": round(t, 3), "chunks": n} for p, t, n in report.slowest
             ],
         }
-        out.print(json.dumps(data, ensure_ascii=False), markup=False)
+        out.print_verbatim(json.dumps(data, ensure_ascii=False))
         return
     for path, reason in [*report.failed, *report.skipped]:
-        err.print(f"skipped {path}: {reason}", markup=False)
+        err.print(f"skipped {path}: {reason}")
     for path, warning in report.warnings:
-        err.print(f"warning {path}: {warning}", markup=False)
+        err.print(f"warning {path}: {warning}")
     out.print(
         f"{report.corpus}: {report.added} added, {report.changed} changed, {report.unchanged} "
         f"unchanged, {report.removed} removed, {len(report.failed)} failed; "
         f"{plural(report.chunks_embedded, 'chunk')} embedded; {plural(chunks, 'chunk')} in "
         f"{plural(documents, 'document')} ({report.seconds:.1f} s; searchable by keyword "
         f"after {report.keyword_seconds:.1f} s)",
-        markup=False,
     )
     slow = [(p, t, n) for p, t, n in report.slowest if t >= _SLOW_FILE_SECONDS]
     if slow:
         listed = "; ".join(f"{p} {t:.1f} s ({plural(n, 'chunk')})" for p, t, n in slow)
-        err.print(f"slowest files to convert: {listed}", markup=False)
+        err.print(f"slowest files to convert: {listed}")

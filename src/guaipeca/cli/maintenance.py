@@ -72,11 +72,11 @@ def reembed(
             report = _reembed_one(idx, name, quiet=as_json)
             reports.append(report)
             if not as_json:
-                out.print(_reembed_line(report), markup=False)
+                out.print(_reembed_line(report))
         if as_json:
-            out.print(json.dumps([dataclasses.asdict(r) for r in reports]), markup=False)
+            out.print_verbatim(json.dumps([dataclasses.asdict(r) for r in reports]))
         elif not names:
-            out.print("every corpus is already on its configured model", markup=False)
+            out.print("every corpus is already on its configured model")
     finally:
         idx.close()
 
@@ -143,15 +143,15 @@ def check(
         if data is None:
             data = {"ok": ok, "corpora": [c for r in reports for c in r.to_dict()["corpora"]]}
             data["broken"] = broken
-        out.print(json.dumps(data, ensure_ascii=False), markup=False)
+        out.print_verbatim(json.dumps(data, ensure_ascii=False))
     else:
         for c in checked:
             head = f"{c.name}: {plural(c.documents, 'document')}, {plural(c.chunks, 'chunk')}"
-            out.print(f"{head}: ok" if c.ok else f"{head}: PROBLEMS", markup=False)
+            out.print(f"{head}: ok" if c.ok else f"{head}: PROBLEMS")
             for problem in c.problems:
-                out.print(f"  - {problem}", markup=False)
+                out.print(f"  - {problem}")
         for name, reason in broken.items():
-            out.print(f"{name}: cannot be opened: {reason}", markup=False)
+            out.print(f"{name}: cannot be opened: {reason}")
         if not checked and not broken:
             out.print("nothing indexed yet")
     if not ok:

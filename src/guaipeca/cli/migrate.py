@@ -101,11 +101,10 @@ def run_migrate(
                 f"{name}: {report.documents} document{'' if report.documents == 1 else 's'} "
                 f"({report.chunks} chunk{'' if report.chunks == 1 else 's'}) copied to {to}"
                 f", {report.skipped} already copied ({seconds:.1f} s)",
-                markup=False,
             )
         checkpoint.unlink(missing_ok=True)
         where = loaded.source or "the config"
-        out.print(f"done; set storage.backend: {to} in {where} to use it", markup=False)
+        out.print(f"done; set storage.backend: {to} in {where} to use it")
     finally:
         target.close()
         source.close()

@@ -112,7 +112,7 @@ def _search_scope(loaded: LoadedSettings, idx: Index, corpus: list[str] | None) 
 
 def _print_hits(hits: list[Hit], as_json: bool) -> None:
     if as_json:
-        out.print(json.dumps([h.to_dict() for h in hits], ensure_ascii=False), markup=False)
+        out.print_verbatim(json.dumps([h.to_dict() for h in hits], ensure_ascii=False))
         return
     if not hits:
         out.print("no hits")
@@ -125,11 +125,10 @@ def _print_hits(hits: list[Hit], as_json: bool) -> None:
         ocr = "  (OCR)" if h.ocr else ""
         out.print(
             f"{rank}. {source}{page}  chars {h.start}-{h.end}  score {h.score:.4f}{ocr}",
-            markup=False,
         )
         trail = h.heading_trail or h.heading_path
         if trail:
-            out.print("   " + " > ".join(trail), markup=False)
+            out.print("   " + " > ".join(trail))
         if h.table_header:
-            out.print(f"   columns: {h.table_header}", markup=False)
-        out.print(f"   {h.snippet}", markup=False)
+            out.print(f"   columns: {h.table_header}")
+        out.print(f"   {h.snippet}")

@@ -209,9 +209,9 @@ def install_service(
     except PermissionError:
         raise GuaipecaError(f"cannot write {target}: run as root for --system") from None
     ctl = "systemctl" if system else "systemctl --user"
-    out.print(f"wrote {target}", markup=False)
-    out.print("start it now and at boot:", markup=False)
-    out.print(f"  {ctl} daemon-reload && {ctl} enable --now guaipeca", markup=False)
+    out.print(f"wrote {target}")
+    out.print("start it now and at boot:")
+    out.print(f"  {ctl} daemon-reload && {ctl} enable --now guaipeca")
     out.print(f"  journalctl {'' if system else '--user '}-u guaipeca -f    # its logs")
     if not system:
         out.print("  loginctl enable-linger $USER   # keep it running after you log out")

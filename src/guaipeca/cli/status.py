@@ -49,7 +49,7 @@ def status(
         "broken": broken,
     }
     if as_json:
-        out.print(json.dumps(data, ensure_ascii=False), markup=False)
+        out.print_verbatim(json.dumps(data, ensure_ascii=False))
         return
     out.print(f"config   {loaded.source or '(none: defaults, one corpus = this folder)'}")
     out.print(f"data     {loaded.data_dir}")
@@ -65,13 +65,12 @@ def status(
         out.print(
             f"  {e['name']}{topic}: {plural(e['documents'], 'document')}, "
             f"{plural(e['chunks'], 'chunk')}, {e['language']}, {size:.1f} MB{note}",
-            markup=False,
         )
-        out.print(f"    model: {e['model']}", markup=False)
+        out.print(f"    model: {e['model']}")
         if e["model_mismatch"]:
-            out.print(f"    dense search off: {e['model_mismatch']}", markup=False)
+            out.print(f"    dense search off: {e['model_mismatch']}")
     for name, reason in broken.items():
-        out.print(f"  {name}: cannot be used: {reason}", markup=False)
+        out.print(f"  {name}: cannot be used: {reason}")
     if not corpora and not broken:
         out.print("  nothing indexed yet: run 'guaipeca index'")
 

@@ -269,10 +269,18 @@ class StorageSettings(FrozenModel):
 
 class LimitsSettings(FrozenModel):
     """How much of one big file is read; the rest is skipped with a warning naming the file
-    and the limit, and what was read is indexed."""
+    and the limit, and what was read is indexed. An Office zip with more entries than
+    ``max_zip_entries`` is refused instead (nothing of it can be read safely)."""
 
     max_pages: int = Field(5000, ge=1, description="PDF pages read from one file")
     max_cells: int = Field(
         5_000_000, ge=1, description="spreadsheet cells read from one workbook (empty included)"
     )
     max_chars: int = Field(20_000_000, ge=1000, description="characters kept of one converted file")
+    # A 5,000-slide PPTX has about 10,000 entries; a zip bomb of empty entries, millions.
+    max_zip_entries: int = Field(
+        50_000,
+        ge=100,
+        le=1_000_000,
+        description="entries of one Office zip (DOCX, PPTX, XLSX); more is refused",
+    )

@@ -159,7 +159,8 @@ def convert_bytes(
     """Convert ``data`` as a file of type ``extension`` (".docx", "docx", ".PDF", ...).
 
     ``limits``: how many pages, cells and characters of a big file are read (the rest is
-    skipped with a warning naming the limit); default :class:`FileLimits`.
+    skipped with a warning naming the limit) and how many zip entries an Office file may
+    hold; default :class:`FileLimits`.
 
     ``name`` is the file name shown in messages of converters that use one (PDF). ``ocr``
     says how to read scanned pages and images (None: OCR "auto", in English).
@@ -261,13 +262,13 @@ def _dispatch(data: bytes, ext: str, name: str, limits: FileLimits, ocr: OcrOpti
         return Converted(pdf.text, pdf.page_starts, fmt, pdf.warnings, meta)
     from guaipeca.convert import office
 
+    entries = limits.max_zip_entries
     if fmt == "xlsx":
-        result = office.convert_xlsx(data, max_cells=limits.max_cells)
+        result = office.convert_xlsx(data, max_cells=limits.max_cells, max_zip_entries=entries)
+    elif fmt == "docx":
+        result = office.convert_docx(data, max_zip_entries=entries)
+    elif fmt == "pptx":
+        result = office.convert_pptx(data, max_zip_entries=entries)
     else:
-        converter = {
-            "docx": office.convert_docx,
-            "pptx": office.convert_pptx,
-            "html": office.convert_html,
-        }[fmt]
-        result = converter(data)
+        result = office.convert_html(data)
     return Converted(result.text, result.page_starts, fmt, result.warnings)

@@ -20,6 +20,7 @@ from guaipeca.errors import ConversionError
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "MAX_MESSAGE_CHARS",
+    "ZIP_MAX_ENTRIES",
     "FileLimits",
     "captured_warnings",
     "check_office_zip",
@@ -30,6 +31,10 @@ __all__ = [
 
 DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 """Largest source file accepted, checked with ``stat`` before a byte is read."""
+
+ZIP_MAX_ENTRIES = 50_000
+"""Default of ``limits.max_zip_entries``: room for a 5,000-slide deck (about 10,000
+entries), far below a zip bomb's millions of empty entries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +48,8 @@ class FileLimits:
     """Spreadsheet cells read (empty ones included)."""
     max_chars: int = 20_000_000
     """Characters kept of the converted text (cut at a line end)."""
+    max_zip_entries: int = ZIP_MAX_ENTRIES
+    """Entries of an Office zip (DOCX, PPTX, XLSX): more is refused, not cut."""
 
 
 MAX_MESSAGE_CHARS = 120
@@ -57,7 +64,6 @@ MAX_MESSAGE_CHARS = 120
 ZIP_EXPAND_RATIO = 100
 ZIP_EXPAND_FLOOR = 25 * 1024 * 1024
 ZIP_EXPAND_CEILING = 200 * 1024 * 1024
-ZIP_MAX_ENTRIES = 10_000
 
 # The folder that marks each Office Open XML kind inside its zip.
 _OOXML_FOLDERS = {"DOCX": "word/", "PPTX": "ppt/", "XLSX": "xl/"}
@@ -115,8 +121,12 @@ def _zip_entry_count(data: bytes) -> int | None:
     return count
 
 
-def check_office_zip(data: bytes, kind: str) -> None:
+def check_office_zip(data: bytes, kind: str, *, max_entries: int) -> None:
     """Refuse what is not a sane Office Open XML zip of ``kind`` ("DOCX", "PPTX", "XLSX").
+
+    ``max_entries`` (``limits.max_zip_entries``): a 5,000-slide deck has about 10,000
+    entries (each slide a part and its relations), a zip bomb made of empty entries
+    millions; each entry costs a ``ZipInfo`` and a check, so the count is bounded.
 
     Bounded work: reads the central directory only. Raises:
         ConversionError: not a zip, an old binary or encrypted Office file, another Office
@@ -132,19 +142,15 @@ def check_office_zip(data: bytes, kind: str) -> None:
     count = _zip_entry_count(data)
     if count is None:
         raise ConversionError(f"not a valid {kind} (bad zip)")
-    if count > ZIP_MAX_ENTRIES:
-        raise ConversionError(
-            f"{kind} has {count:,} zip entries; the limit is {ZIP_MAX_ENTRIES:,} (zip bomb?)"
-        )
+    if count > max_entries:
+        raise _too_many_entries(kind, count, max_entries)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             infos = zf.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError):
         raise ConversionError(f"not a valid {kind} (bad zip)") from None
-    if len(infos) > ZIP_MAX_ENTRIES:
-        raise ConversionError(
-            f"{kind} has {len(infos):,} zip entries; the limit is {ZIP_MAX_ENTRIES:,} (zip bomb?)"
-        )
+    if len(infos) > max_entries:
+        raise _too_many_entries(kind, len(infos), max_entries)
     cap = max(ZIP_EXPAND_FLOOR, min(ZIP_EXPAND_CEILING, ZIP_EXPAND_RATIO * len(data)))
     total = 0
     for info in infos:
@@ -166,6 +172,13 @@ def check_office_zip(data: bytes, kind: str) -> None:
                     f"not a valid {kind}: it is an {other} file; rename it to .{other.lower()}"
                 )
         raise ConversionError(f"not a valid {kind}: no {folder} part in the zip")
+
+
+def _too_many_entries(kind: str, count: int, limit: int) -> ConversionError:
+    return ConversionError(
+        f"{kind} has {count:,} zip entries; the limit is limits.max_zip_entries ({limit:,}) "
+        "(zip bomb?)"
+    )
 
 
 def _check_entry(data: bytes, info: zipfile.ZipInfo, kind: str) -> None:

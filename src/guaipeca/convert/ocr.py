@@ -39,6 +39,7 @@ __all__ = [
     "installed_languages",
     "ocr_page",
     "tesseract_language",
+    "tesseract_package",
 ]
 
 log = logging.getLogger(__name__)
@@ -155,21 +156,35 @@ class OcrOptions:
     def engine(self) -> str | None:
         """The Tesseract language code to read with when OCR is on and can run, else None.
 
-        A language without installed data falls back to English (logged once)."""
+        A language without installed data falls back to English, with one warning per
+        process naming the package that has the data."""
         if self.enabled is False or self.max_pages == 0:
             return None
         languages = installed_languages()
         code = tesseract_language(self.language)
         if code in languages:
             return code
+        fallback = "eng" if "eng" in languages else None
         if languages:
-            _warn_missing(code)
-        return "eng" if "eng" in languages else None
+            _warn_missing(code, fallback)
+        return fallback
 
 
-@functools.cache
-def _warn_missing(code: str) -> None:
-    log.warning("no Tesseract data for %r is installed; OCR reads English instead", code)
+def tesseract_package(code: str) -> str:
+    """The Debian/Ubuntu package with Tesseract's data for ``code`` ("por" →
+    "tesseract-ocr-por")."""
+    return f"tesseract-ocr-{code.replace('_', '-').lower()}"
+
+
+@functools.cache  # once per process and language: every file of a run asks
+def _warn_missing(code: str, fallback: str | None) -> None:
+    instead = "OCR reads English instead" if fallback else "OCR is off"
+    log.warning(
+        "no Tesseract data for %r is installed, so %s (Debian: apt install %s)",
+        code,
+        instead,
+        tesseract_package(code),
+    )
 
 
 # A page Tesseract cannot read in this long is left unread (a warning names it).

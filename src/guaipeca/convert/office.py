@@ -24,7 +24,12 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from guaipeca.convert._limits import captured_warnings, check_office_zip, conversion_slot
+from guaipeca.convert._limits import (
+    ZIP_MAX_ENTRIES,
+    captured_warnings,
+    check_office_zip,
+    conversion_slot,
+)
 from guaipeca.errors import ConversionError
 
 __all__ = ["OfficeResult", "convert_docx", "convert_html", "convert_pptx", "convert_xlsx"]
@@ -148,14 +153,14 @@ def _nonempty(text: str, kind: str) -> str:
 # -- DOCX ----------------------------------------------------------------------------------
 
 
-def convert_docx(data: bytes) -> OfficeResult:
+def convert_docx(data: bytes, *, max_zip_entries: int = ZIP_MAX_ENTRIES) -> OfficeResult:
     """DOCX → Markdown: Title as ``#``, Heading N as ``#`` * (N + 1), tables as Markdown
-    tables, lists; pictures are dropped.
+    tables, lists; pictures are dropped. ``max_zip_entries``: ``limits.max_zip_entries``.
 
     Raises:
         ConversionError: not a DOCX, a zip bomb, or no text in it.
     """
-    check_office_zip(data, "DOCX")
+    check_office_zip(data, "DOCX", max_entries=max_zip_entries)
     from markitdown import StreamInfo
     from markitdown.converters import DocxConverter
 
@@ -177,17 +182,18 @@ _HEADING_LINE = re.compile(r"^#{1,6} .*$", re.MULTILINE)
 _SLIDE_MARK = re.compile(r"^<!-- Slide number: (\d+) -->$", re.MULTILINE)
 
 
-def convert_pptx(data: bytes) -> OfficeResult:
+def convert_pptx(data: bytes, *, max_zip_entries: int = ZIP_MAX_ENTRIES) -> OfficeResult:
     """PPTX → Markdown, one "page" per slide (``page_starts`` holds each slide's offset).
 
     The first slide's title is the document's ``#``; later slide titles are ``##``
     sections. Tables and chart data become Markdown tables; speaker notes follow each slide
-    under ``### Notes:``; pictures are dropped.
+    under ``### Notes:``; pictures are dropped. ``max_zip_entries``:
+    ``limits.max_zip_entries``.
 
     Raises:
         ConversionError: not a PPTX, a zip bomb, or no text in it.
     """
-    check_office_zip(data, "PPTX")
+    check_office_zip(data, "PPTX", max_entries=max_zip_entries)
     from markitdown import StreamInfo
     from markitdown.converters import PptxConverter
 
@@ -495,18 +501,20 @@ def _block_tables(rows: list[list[str]]) -> Iterable[str]:
             yield _table(part, cols)
 
 
-def convert_xlsx(data: bytes, *, max_cells: int = XLSX_MAX_CELLS) -> OfficeResult:
+def convert_xlsx(
+    data: bytes, *, max_cells: int = XLSX_MAX_CELLS, max_zip_entries: int = ZIP_MAX_ENTRIES
+) -> OfficeResult:
     """XLSX → Markdown: each non-empty sheet as ``## Sheet name`` and its Markdown tables.
 
     Cached formula results are used (formulas never saved with a value read as empty).
     Blank rows and columns separate tables; the first row of each is its header. Reading
     stops after ``max_cells`` cells (``limits.max_cells``) or ``XLSX_MAX_ROWS`` rows, with
-    a warning naming the limit.
+    a warning naming the limit. ``max_zip_entries``: ``limits.max_zip_entries``.
 
     Raises:
         ConversionError: not an XLSX, a zip bomb, or every sheet empty.
     """
-    check_office_zip(data, "XLSX")
+    check_office_zip(data, "XLSX", max_entries=max_zip_entries)
     import openpyxl
 
     warned: list[str] = []
