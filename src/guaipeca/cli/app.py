@@ -73,6 +73,7 @@ def _main(
     ] = False,
 ) -> None:
     state.config = config
+    state.verbose = verbose
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

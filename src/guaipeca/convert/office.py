@@ -25,7 +25,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from guaipeca.convert._limits import captured_warnings, check_office_zip, conversion_slot
-from guaipeca.errors import ConversionError
+from guaipeca.errors import ConversionError, NoTextError
 
 __all__ = ["OfficeResult", "convert_docx", "convert_html", "convert_pptx", "convert_xlsx"]
 
@@ -141,7 +141,7 @@ def tidy_markdown(markdown: str, *, images: bool = True) -> str:
 
 def _nonempty(text: str, kind: str) -> str:
     if not text.strip():
-        raise ConversionError(f"no text found in the {kind}")
+        raise NoTextError(f"no text found in the {kind}")
     return text
 
 

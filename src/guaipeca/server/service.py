@@ -288,7 +288,7 @@ class Service:
             removed=report.removed,
             failed=problems(report.failed),
             warnings=problems(report.warnings),
-            skipped=problems(report.skipped),
+            skipped=problems([(f.path, f.reason) for f in report.skipped]),
             chunks_embedded=report.chunks_embedded,
             documents=stats.documents if stats else 0,
             chunks=stats.chunks if stats else 0,
