@@ -263,6 +263,25 @@ def test_the_quick_start_works_with_no_network_at_all(tmp_path: Path) -> None:
     assert any(line.startswith("3. ") for line in lines)
 
 
+def test_a_misspelt_corpus_name_gets_a_did_you_mean(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, notes: Path
+) -> None:
+    config = _write_config(tmp_path, f"corpora:\n  - name: notes\n    path: {notes}\n")
+    code, _, err = run(capsys, "--config", str(config), "index", "ntoes")
+    assert code == EXIT_USER
+    assert err == (
+        "error: no corpus named 'ntoes' in the config; did you mean 'notes'? (corpora: notes)\n"
+    )
+    assert run(capsys, "--config", str(config), "index")[0] == EXIT_OK
+    code, _, err = run(capsys, "--config", str(config), "search", "tea", "--corpus", "note")
+    assert code == EXIT_USER
+    assert err == "error: no corpus named 'note'; did you mean 'notes'? (corpora: notes)\n"
+    code, _, err = run(capsys, "--config", str(config), "drop", "nots", "--yes")
+    assert code == EXIT_USER and "; did you mean 'notes'? (corpora: notes)" in err
+    code, _, err = run(capsys, "--config", str(config), "search", "tea", "--corpus", "zzz")
+    assert code == EXIT_USER and "did you mean" not in err  # nothing close: only the list
+
+
 def _write_config(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "guaipeca.yaml"
     path.write_text(body)

@@ -322,6 +322,23 @@ def test_corpora_are_separate_with_weights_and_languages(
         index.search("x", corpora=["nope"])
 
 
+def test_a_misspelt_corpus_name_gets_a_did_you_mean(counting_embedder: CountingEmbedder) -> None:
+    index = Index(embedder=counting_embedder)
+    index.add_documents({"a": "some text"}, corpus="papers")
+    index.add_documents({"b": "other text"}, corpus="leis")
+    with pytest.raises(NotFoundError) as caught:
+        index.search("text", corpora=["paprs"])
+    assert (
+        str(caught.value)
+        == "no corpus named 'paprs'; did you mean 'papers'? (corpora: leis, papers)"
+    )
+    with pytest.raises(NotFoundError, match=r"'lies'; did you mean 'leis'\?"):
+        index.list_documents(corpus="lies")
+    with pytest.raises(NotFoundError) as caught:
+        index.search("text", corpora=["zzz"])
+    assert str(caught.value) == "no corpus named 'zzz' (corpora: leis, papers)"
+
+
 def test_languages_are_given_by_iso_code_or_name(tmp_path: Path) -> None:
     with Index(tmp_path / "idx", embedder=HashingEmbedder(32), language="pt") as index:
         assert index.language == "portuguese"

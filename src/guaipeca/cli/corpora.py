@@ -226,8 +226,14 @@ def run_drop(
     """``guaipeca drop NAME``: delete a corpus from the index after a confirmation."""
     known = set(idx.corpora) | set(idx.broken_corpora)
     if name not in known:
+        from guaipeca.config import did_you_mean
+
         listed = ", ".join(sorted(known)) or "none"
-        raise GuaipecaError(f"no corpus named {name!r} in {loaded.data_dir} (corpora: {listed})")
+        hint = did_you_mean(name, sorted(known))
+        raise GuaipecaError(
+            f"no corpus named {name!r} in {loaded.data_dir}{'; ' + hint if hint else ''} "
+            f"(corpora: {listed})"
+        )
     row = next(r for r in _rows(loaded, idx) if r["name"] == name)
     what = f"{_count(row['documents'], 'document')}, {_count(row['chunks'], 'chunk')}"
     if not yes:

@@ -29,6 +29,7 @@ from guaipeca.config import (
     SUPPORTED_EXTENSIONS,
     LoadedSettings,
     check_corpus_paths,
+    did_you_mean,
 )
 from guaipeca.errors import GuaipecaError
 
@@ -222,7 +223,11 @@ def _targets(loaded: LoadedSettings, names: list[str] | None, path: Path | None)
     unknown = [n for n in names or [] if n not in known]
     if unknown:
         listed = ", ".join(known) or "none"
-        raise GuaipecaError(f"no corpus named {unknown[0]!r} in the config (corpora: {listed})")
+        hint = did_you_mean(unknown[0], known)
+        raise GuaipecaError(
+            f"no corpus named {unknown[0]!r} in the config{'; ' + hint if hint else ''} "
+            f"(corpora: {listed})"
+        )
     chosen = [known[n] for n in names] if names else list(s.corpora)
     if not chosen:
         raise GuaipecaError("the config has no corpora; add one under 'corpora:'")
