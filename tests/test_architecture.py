@@ -245,6 +245,17 @@ def test_the_tests_mirror_the_source_folder_for_folder() -> None:
     assert strays == [], f"test modules in folders with no package of the same path: {strays}"
 
 
+def test_every_package_has_tests_under_its_own_path() -> None:
+    # The other way round: no package's tests live only in a parent's or a sibling's folder.
+    tests = Path(__file__).resolve().parent
+    bare = [
+        str(init.parent.relative_to(SRC))
+        for init in sorted(SRC.rglob("__init__.py"))
+        if not any((tests / init.parent.relative_to(SRC)).rglob("test_*.py"))
+    ]
+    assert bare == [], f"packages with no test module under tests/<their path>: {bare}"
+
+
 @pytest.fixture(scope="module")
 def graph() -> grimp.ImportGraph:
     return grimp.build_graph("guaipeca", cache_dir=None)

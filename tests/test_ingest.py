@@ -14,7 +14,14 @@ import pytest
 
 from guaipeca import Index
 from guaipeca.convert import NO_OCR_FOR_IMAGES, OcrOptions
-from guaipeca.ingest import ConversionCache, FolderRecord, sync_folder
+from guaipeca.ingest import (
+    NO_OCR,
+    NO_TEXT,
+    TOO_BIG,
+    UNSUPPORTED,
+    ConversionCache,
+    sync_folder,
+)
 from support import CountingEmbedder, shared_data
 
 
@@ -143,12 +150,19 @@ def test_hostile_files_are_reported_one_by_one_and_the_rest_completes(tmp_path: 
     index.add_documents({"kept": "an earlier document that must survive"}, corpus="c")
     report = sync_folder(index, folder, corpus="c", cache_dir=tmp_path / "converted")
     failed = {Path(p).name: reason for p, reason in report.failed}
+    skipped = {Path(f.path).name: f.reason for f in report.skipped}
+    # Nothing is wrong with an empty file, a scan without text or one over the size limit:
+    # skipped, not failed. (The truncated PDF may be repaired into a page without text.)
+    assert {"scanned.pdf", "empty.txt", "huge.txt"} <= set(skipped)
+    assert set(skipped) <= {"scanned.pdf", "empty.txt", "huge.txt", "truncated.pdf"}
+    reasons = failed | skipped
     # The truncated PDF may be repaired into a partial document; everything else must fail.
     for name, part in expected.items():
-        if name == "truncated.pdf" and name not in failed:
+        if name == "truncated.pdf" and name not in reasons:
             continue
-        assert name in failed, name
-        assert part in failed[name] and "\n" not in failed[name] and "Traceback" not in failed[name]
+        assert name in reasons, name
+        assert part in reasons[name] and "\n" not in reasons[name]
+        assert "Traceback" not in reasons[name]
     docs = {d.doc_id for d in index.list_documents(corpus="c")}
     assert {"good.md", "kept"} <= docs
     assert index.search("perfectly fine", mode="keyword")[0].doc_id == "good.md"
@@ -305,7 +319,56 @@ def test_without_ocr_images_are_skipped_not_failed(tmp_path: Path) -> None:
     index = Index(embedder=CountingEmbedder())
     report = sync_folder(index, tmp_path, ocr=OcrOptions(enabled=False))
     assert (report.added, report.failed) == (1, [])
-    assert report.skipped == [(str(tmp_path / "plot.png"), NO_OCR_FOR_IMAGES)]
+    assert report.skipped == [(str(tmp_path / "plot.png"), NO_OCR_FOR_IMAGES, NO_OCR)]
+
+
+def test_every_file_not_indexed_is_named_with_its_reason_skipped_or_failed(
+    tmp_path: Path,
+) -> None:
+    """Files with nothing wrong but nothing to index are skipped, each with its reason and
+    kind; only errors fail. Hidden, excluded and configured-out files are the user's choice."""
+    (tmp_path / "good.md").write_text("# Good\n\nSearchable text.")
+    (tmp_path / "notes.xyz").write_text("a type no converter reads")
+    (tmp_path / "Makefile").write_text("all:")
+    (tmp_path / "empty.md").write_bytes(b"")
+    (tmp_path / "blank.txt").write_text("  \n\n ")
+    (tmp_path / "big.txt").write_text("x" * 2000)
+    (tmp_path / "broken.docx").write_bytes(b"PK\x03\x04 not a zip")
+    (tmp_path / ".hidden.xyz").write_text("hidden")
+    (tmp_path / "drafts").mkdir()
+    (tmp_path / "drafts" / "draft.xyz").write_text("excluded")
+    (tmp_path / "page.html").write_text("<p>left out by the extensions setting</p>")
+    index = Index(embedder=CountingEmbedder())
+    report = sync_folder(
+        index,
+        tmp_path,
+        extensions=[".md", ".txt", ".docx"],
+        exclude=["drafts/*"],
+        max_bytes=1000,
+    )
+    assert report.added == 1 and report.indexed
+    skipped = {Path(f.path).name: (f.kind, f.reason) for f in report.skipped}
+    assert skipped == {
+        "notes.xyz": (UNSUPPORTED, "unsupported file type '.xyz'"),
+        "Makefile": (UNSUPPORTED, "unsupported file type (no extension)"),
+        "empty.md": (NO_TEXT, "empty file"),
+        "blank.txt": (NO_TEXT, "empty file"),
+        "big.txt": (TOO_BIG, "file is 0.0 MB; the limit is 0.0 MB"),
+    }
+    assert [Path(p).name for p, _ in report.failed] == ["broken.docx"]
+
+
+def test_a_folder_with_nothing_to_index_reports_that_nothing_is_indexed(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a.xyz").write_text("unsupported")
+    index = Index(embedder=CountingEmbedder())
+    report = sync_folder(index, tmp_path)
+    assert not report.indexed and report.failed == [] and len(report.skipped) == 1
+    (tmp_path / "b.md").write_text("now there is a document")
+    assert sync_folder(index, tmp_path).indexed
+    again = sync_folder(index, tmp_path)  # unchanged: still indexed, nothing added
+    assert (again.added, again.unchanged) == (0, 1) and again.indexed
 
 
 def test_a_file_that_fails_to_reconvert_says_its_old_version_is_still_served(
@@ -327,21 +390,6 @@ def test_a_file_that_fails_to_reconvert_says_its_old_version_is_still_served(
     (folder / "new.docx").write_bytes(b"PK\x03\x04 broken")
     failed = dict(sync_folder(index, folder).failed)
     assert "still served" not in failed[str(folder / "new.docx")]
-
-
-def test_the_folder_record_remembers_each_corpus_folder(tmp_path: Path) -> None:
-    record = FolderRecord(tmp_path / "data")
-    assert record.get("default") is None
-    record.set("default", tmp_path / "a")
-    record.set("notes", tmp_path / "b")
-    assert FolderRecord(tmp_path / "data").read() == {
-        "default": str(tmp_path / "a"),
-        "notes": str(tmp_path / "b"),
-    }
-    record.forget("default")
-    assert record.read() == {"notes": str(tmp_path / "b")}
-    record.path.write_text("{broken", encoding="utf-8")
-    assert record.read() == {}  # unreadable: nothing remembered (a warning is logged)
 
 
 def test_a_latin1_portuguese_file_is_indexed_and_found_with_and_without_accents(

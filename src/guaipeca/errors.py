@@ -45,6 +45,11 @@ class ConversionError(GuaipecaError):
     """A source file could not be turned into text."""
 
 
+class NoTextError(ConversionError):
+    """A source file holds no text to index (empty, or none found, even with OCR): nothing
+    is wrong with it, so a folder sync counts it as skipped, not failed."""
+
+
 class BackendUnavailableError(GuaipecaError):
     """The storage server cannot be reached (down, timed out, refused): retry later."""
 

@@ -21,6 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import NamedTuple
 
 from guaipeca.config import EngineSettings
 from guaipeca.convert import (
@@ -33,15 +34,21 @@ from guaipeca.convert import (
     OcrOptions,
     convert_bytes,
 )
-from guaipeca.errors import ConversionError, GuaipecaError, InvalidArgumentError, StoppedError
+from guaipeca.errors import (
+    ConversionError,
+    GuaipecaError,
+    InvalidArgumentError,
+    NoTextError,
+    StoppedError,
+)
 from guaipeca.index import Index
 from guaipeca.index.write import ChunkPlan, plan_chunks
-from guaipeca.types import MAX_DOC_ID_CHARS, NewDocument, SourceState
+from guaipeca.types import MAX_DOC_ID_CHARS, NewDocument, SkippedFile, SourceState
 
 __all__ = [
     "KEPT_NOTE",
+    "SKIP_KINDS",
     "ConversionCache",
-    "FolderRecord",
     "SyncReport",
     "cache_key",
     "contained",
@@ -66,6 +73,14 @@ CONVERTER_VERSION = 3
 _OCR_FORMATS = ("pdf", "image")
 _ADD_BATCH_CHARS = 2_000_000
 Progress = Callable[[int, int], None]
+# Why a file was skipped, not failed: nothing is wrong with it, it just holds nothing to index
+# (the kind groups the report's skipped files; each keeps its own one-line reason).
+UNSUPPORTED = "unsupported file type"
+NO_TEXT = "no text to index"
+TOO_BIG = "too big"
+NO_OCR = "image without OCR"
+NEVER_READ = "never read"
+SKIP_KINDS = (UNSUPPORTED, NO_TEXT, TOO_BIG, NO_OCR, NEVER_READ)
 
 
 @dataclass
@@ -80,10 +95,12 @@ class SyncReport:
     chunks_embedded: int = 0
     # Chunks committed for keyword search whose vectors are still to come (wait=False).
     chunks_pending: int = 0
+    #: Files that could not be indexed because of an error (corrupt, unreadable), with why.
     failed: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)
-    #: Files never read, with the reason (a link that leads outside the folder).
-    skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: Files not indexed though nothing is wrong with them, with why (``SKIP_KINDS``): an
+    #: unsupported type, empty, no text found, too big, an image without OCR, a link out.
+    skipped: list[SkippedFile] = field(default_factory=list)
     seconds: float = 0.0
     # Seconds from the start until every document of the run was searchable by keyword.
     keyword_seconds: float = 0.0
@@ -94,45 +111,10 @@ class SyncReport:
     def touched(self) -> bool:
         return bool(self.added or self.changed or self.removed)
 
-
-class FolderRecord:
-    """Which folder each corpus was last indexed from (``<data>/folders.json``), so that
-    indexing another folder into it is noticed instead of silently emptying it."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.path = Path(data_dir) / "folders.json"
-
-    def read(self) -> dict[str, str]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            log.warning("%s cannot be read (%s); folders are not remembered", self.path, exc)
-            return {}
-        if not isinstance(data, dict):
-            return {}
-        return {str(k): str(v) for k, v in data.items() if isinstance(v, str)}
-
-    def get(self, corpus: str) -> str | None:
-        return self.read().get(corpus)
-
-    def _write(self, data: dict[str, str]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)  # whole or not at all
-
-    def set(self, corpus: str, folder: Path) -> None:
-        data = self.read()
-        if data.get(corpus) != str(folder):
-            self._write({**data, corpus: str(folder)})
-
-    def forget(self, corpus: str) -> None:
-        data = self.read()
-        if corpus in data:
-            del data[corpus]
-            self._write(data)
+    @property
+    def indexed(self) -> bool:
+        """Whether any file of the folder is in the corpus now (new, changed or unchanged)."""
+        return bool(self.added or self.changed or self.unchanged)
 
 
 class ConversionCache:
@@ -218,9 +200,7 @@ def _excluded(rel: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(rel + "/", p) for p in patterns)
 
 
-def _walk(
-    root: Path, extensions: Sequence[str], exclude: Sequence[str], failed: list[tuple[str, str]]
-) -> Iterator[Path]:
+def _walk(root: Path, exclude: Sequence[str], failed: list[tuple[str, str]]) -> Iterator[Path]:
     def on_error(exc: OSError) -> None:
         failed.append((str(exc.filename or root), _reason(exc)))
 
@@ -238,9 +218,7 @@ def _walk(
         for name in sorted(files):
             path = here / name
             rel = path.relative_to(root).as_posix()
-            if name.startswith(".") or path.suffix.lower() not in extensions:
-                continue
-            if not _excluded(rel, exclude):
+            if not name.startswith(".") and not _excluded(rel, exclude):
                 yield path
 
 
@@ -275,9 +253,17 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+class _Refused(NamedTuple):
+    """Why a file gave no document: ``kind`` (``SKIP_KINDS``) when nothing is wrong with it,
+    "" for an error."""
+
+    reason: str
+    kind: str = ""
+
+
 def _timed_convert(
     path: str, max_bytes: int, limits: FileLimits, ocr: OcrOptions, name: str
-) -> tuple[Converted | str, float]:
+) -> tuple[Converted | _Refused, float]:
     """Worker entry: what ``_convert_path`` returns, and the seconds it took."""
     started = time.perf_counter()
     result = _convert_path(path, max_bytes, limits, ocr, name)
@@ -301,15 +287,15 @@ def _worker(
     ocr: OcrOptions,
     doc_id: str,
     plan_for: _PlanFor,
-) -> tuple[Converted | str, float, ChunkPlan | None]:
+) -> tuple[Converted | _Refused, float, ChunkPlan | None]:
     """Worker process entry: convert the file (unless ``cached``), then chunk and enrich
     it (the keyword phase's main cost), so the parent only writes."""
     if cached is not None:
-        result: Converted | str = cached
+        result: Converted | _Refused = cached
         seconds = 0.0
     else:
         result, seconds = _timed_convert(path, max_bytes, limits, ocr, PurePosixPath(doc_id).name)
-    if isinstance(result, str):
+    if isinstance(result, _Refused):
         return result, seconds, None
     plan = plan_chunks(
         f"{plan_for.corpus}/{doc_id}",
@@ -323,14 +309,14 @@ def _worker(
 
 def _convert_path(
     path: str, max_bytes: int, limits: FileLimits, ocr: OcrOptions, name: str
-) -> Converted | str:
+) -> Converted | _Refused:
     """The converted file (read at ``path``, typed by the ``name`` it has in the corpus),
-    or the reason it failed (a string)."""
+    or why there is none."""
     try:
         p = Path(path)
         size = p.stat().st_size
         if size > max_bytes:
-            return _too_big(size, max_bytes)
+            return _Refused(_too_big(size, max_bytes), TOO_BIG)
         typed = PurePosixPath(name)
         return convert_bytes(
             p.read_bytes(),
@@ -340,10 +326,12 @@ def _convert_path(
             limits=limits,
             ocr=ocr,
         )
+    except NoTextError as exc:
+        return _Refused(str(exc), NO_TEXT)
     except ConversionError as exc:
-        return str(exc)
+        return _Refused(str(exc))
     except OSError as exc:
-        return _reason(exc)
+        return _Refused(_reason(exc))
 
 
 def sync_folder(
@@ -367,9 +355,9 @@ def sync_folder(
 ) -> SyncReport:
     """Bring ``corpus`` in line with the files under ``folder``; ids are relative paths.
 
-    ``skip`` lists folders never to read (Guaipeca's own data folder). Files that resolve
-    outside ``folder`` (links leading out) are never read: they are listed in the report's
-    ``skipped``, as are images when OCR is off or not installed. ``stop``, once set, ends
+    ``skip``: folders never read (our data folder). Each file not indexed is named, in
+    ``skipped`` (``SKIP_KINDS``) when nothing is wrong with it, else in ``failed``; not
+    hidden files, ``exclude`` matches, supported types not in ``extensions``. ``stop`` ends
     the run at the next file or batch with :class:`StoppedError` (what was added so far
     stays; the next run does the rest). ``force`` drops the corpus and converts and embeds
     everything again. ``workers=0``: one process per core (up to ``AUTO_WORKERS``) when
@@ -443,22 +431,27 @@ def _changed_files(
     Unchanged files (same path, size and mtime) are counted, unreadable ones reported.
     Without OCR an image has no text to read: it is skipped before it is hashed, not
     failed (a folder of documents with pictures in it is not broken), and one indexed
-    before stays as it was."""
+    before stays as it was. So is a file too big to read."""
     unreadable = () if ocr.engine() is not None else IMAGE_EXTENSIONS
     candidates: list[_Candidate] = []
     seen: set[str] = set()
-    paths = [
-        p
-        for p in _walk(root, exts, exclude, report.failed)
-        if not any(p.is_relative_to(s) for s in skipped)
-    ]
+    paths = []
+    for p in _walk(root, exclude, report.failed):
+        suffix = p.suffix.lower()
+        if any(p.is_relative_to(s) for s in skipped):
+            continue  # our own data folder
+        if suffix in exts:
+            paths.append(p)
+        elif suffix not in SUPPORTED_EXTENSIONS:  # a supported one left out is the config's
+            shown = f"'{suffix}'" if suffix else "(no extension)"
+            report.skipped.append(SkippedFile(str(p), f"{UNSUPPORTED} {shown}", UNSUPPORTED))
     for path in paths:
         rel = path.relative_to(root).as_posix()
         real, why = contained(path, root, skipped)
         if real is not None and len(rel) > MAX_DOC_ID_CHARS:
             real, why = None, f"a path longer than {MAX_DOC_ID_CHARS:,} characters (never read)"
         if real is None:
-            report.skipped.append((str(path), why))
+            report.skipped.append(SkippedFile(str(path), why, NEVER_READ))
             continue
         try:
             st = real.stat()
@@ -479,12 +472,13 @@ def _changed_files(
             report.unchanged += 1
             continue
         if path.suffix.lower() in unreadable:
-            report.skipped.append((str(path), NO_OCR_FOR_IMAGES))
+            report.skipped.append(SkippedFile(str(path), NO_OCR_FOR_IMAGES, NO_OCR))
             continue
         # From here on a failure leaves an indexed earlier version in place: say so.
         kept = KEPT_NOTE if state is not None else ""
         if st.st_size > max_bytes:
-            report.failed.append((str(path), _too_big(st.st_size, max_bytes) + kept))
+            why = _too_big(st.st_size, max_bytes) + kept
+            report.skipped.append(SkippedFile(str(path), why, TOO_BIG))
             continue
         try:
             sha = _sha256(real)
@@ -512,8 +506,12 @@ def _add_converted(
     with conversions as results:
         for done, (c, result, seconds, fresh, plan) in enumerate(results, start=1):
             adder.check_stop()
-            if isinstance(result, str):
-                report.failed.append((str(c.path), result + (KEPT_NOTE if c.rel in known else "")))
+            if isinstance(result, _Refused):
+                why = result.reason + (KEPT_NOTE if c.rel in known else "")
+                if result.kind:
+                    report.skipped.append(SkippedFile(str(c.path), why, result.kind))
+                else:
+                    report.failed.append((str(c.path), why))
             else:
                 if fresh:
                     cache.put(c.sha256, result)
@@ -601,7 +599,7 @@ class _Adder:
         self.chars = 0
 
 
-_Result = tuple[_Candidate, Converted | str, float, bool, ChunkPlan | None]
+_Result = tuple[_Candidate, Converted | _Refused, float, bool, ChunkPlan | None]
 
 
 @contextmanager

@@ -6,7 +6,7 @@ Leaf module: imports nothing else from the package.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 SearchMode = Literal["hybrid", "dense", "keyword"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "dense", "keyword")
@@ -202,6 +202,15 @@ class SourceState:
     sha256: str | None
     size: int | None
     mtime_ns: int | None
+
+
+class SkippedFile(NamedTuple):
+    """A file a folder sync did not index though nothing is wrong with it: its path, why
+    (one line), and the kind of reason that groups it (``guaipeca.ingest.SKIP_KINDS``)."""
+
+    path: str
+    reason: str
+    kind: str
 
 
 @dataclass(frozen=True, slots=True)

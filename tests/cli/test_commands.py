@@ -108,6 +108,51 @@ def test_unreadable_files_are_reported_and_the_rest_is_indexed(
     assert "junk.md: looks binary" in err and "latin1.txt" not in err
 
 
+def test_a_folder_with_nothing_indexable_exits_1_naming_every_file_and_its_reason(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    for i in range(7):
+        (folder / f"n{i}.xyz").write_text("a type no converter reads")
+    (folder / "empty.md").write_bytes(b"")
+    code, out, err = run(capsys, "index", "--path", str(folder))
+    assert code == EXIT_USER
+    assert "0 added, 0 changed, 0 unchanged, 0 removed, 8 skipped, 0 failed" in out
+    lines = err.splitlines()
+    named = [ln for ln in lines if ln.startswith("skipped ") and ".xyz:" in ln]
+    assert len(named) == 5  # a big folder stays readable: five per reason, then a count
+    assert named[0] == f"skipped {folder / 'n0.xyz'}: unsupported file type '.xyz'"
+    assert "… and 2 more skipped: unsupported file type (every file: " in err
+    assert f"skipped {folder / 'empty.md'}: empty file" in lines
+    assert lines[-1] == (
+        f"error: nothing indexed in corpus 'default': none of the 8 files in {folder} could "
+        "be indexed (each one's reason is in the summary)"
+    )
+    code, _, err = run(capsys, "--verbose", "index", "--path", str(folder))
+    assert code == EXIT_USER and "more skipped" not in err
+    assert all(f"skipped {folder / f'n{i}.xyz'}: " in err for i in range(7))
+    code, out, _ = run(capsys, "index", "--path", str(folder), "--json")
+    summary = json.loads(out)
+    assert code == EXIT_USER and len(summary["skipped"]) == 8 and summary["failed"] == []
+    assert {s["kind"] for s in summary["skipped"]} == {"unsupported file type", "no text to index"}
+
+
+def test_an_empty_folder_exits_1_and_an_unchanged_rerun_exits_0(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, notes: Path
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, out, err = run(capsys, "index", "--path", str(empty), "bare")
+    assert code == EXIT_USER and "0 added" in out
+    assert f"error: nothing indexed in corpus 'bare': {empty} holds no file of a type" in err
+    code, out, _ = run(capsys, "index", "--path", str(notes))
+    assert code == EXIT_OK and "2 added" in out and "1 skipped" in out  # ignored.bin
+    code, out, err = run(capsys, "index", "--path", str(notes))
+    assert code == EXIT_OK and "0 added, 0 changed, 2 unchanged" in out
+    assert "nothing indexed" not in err
+
+
 def test_status_reports_corpora(capsys: pytest.CaptureFixture[str], notes: Path) -> None:
     run(capsys, "index", "mine", "--path", str(notes))
     code, out, _ = run(capsys, "status", "--json")
@@ -217,6 +262,25 @@ def test_the_quick_start_works_with_no_network_at_all(tmp_path: Path) -> None:
     lines = search.stdout.splitlines()
     assert lines[0].startswith("1. ") and "docs/" in lines[0] and "chars" in lines[0]
     assert any(line.startswith("3. ") for line in lines)
+
+
+def test_a_misspelt_corpus_name_gets_a_did_you_mean(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, notes: Path
+) -> None:
+    config = _write_config(tmp_path, f"corpora:\n  - name: notes\n    path: {notes}\n")
+    code, _, err = run(capsys, "--config", str(config), "index", "ntoes")
+    assert code == EXIT_USER
+    assert err == (
+        "error: no corpus named 'ntoes' in the config; did you mean 'notes'? (corpora: notes)\n"
+    )
+    assert run(capsys, "--config", str(config), "index")[0] == EXIT_OK
+    code, _, err = run(capsys, "--config", str(config), "search", "tea", "--corpus", "note")
+    assert code == EXIT_USER
+    assert err == "error: no corpus named 'note'; did you mean 'notes'? (corpora: notes)\n"
+    code, _, err = run(capsys, "--config", str(config), "drop", "nots", "--yes")
+    assert code == EXIT_USER and "; did you mean 'notes'? (corpora: notes)" in err
+    code, _, err = run(capsys, "--config", str(config), "search", "tea", "--corpus", "zzz")
+    assert code == EXIT_USER and "did you mean" not in err  # nothing close: only the list
 
 
 def _write_config(tmp_path: Path, body: str) -> Path:

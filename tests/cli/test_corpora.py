@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from guaipeca.cli import EXIT_OK, EXIT_USER, main
+from guaipeca.cli.corpora import FolderRecord
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -158,3 +159,18 @@ def test_index_from_another_folder_without_a_config_does_not_empty_default(
     assert "corpus 'default' holds" in err
     code, out, _ = run(capsys, "search", "alpacas bison", "--json")  # no config: every corpus
     assert {h["doc_id"] for h in json.loads(out)} == {"a.md", "b.md"}
+
+
+def test_the_folder_record_remembers_each_corpus_folder(tmp_path: Path) -> None:
+    record = FolderRecord(tmp_path / "data")
+    assert record.get("default") is None
+    record.set("default", tmp_path / "a")
+    record.set("notes", tmp_path / "b")
+    assert FolderRecord(tmp_path / "data").read() == {
+        "default": str(tmp_path / "a"),
+        "notes": str(tmp_path / "b"),
+    }
+    record.forget("default")
+    assert record.read() == {"notes": str(tmp_path / "b")}
+    record.path.write_text("{broken", encoding="utf-8")
+    assert record.read() == {}  # unreadable: nothing remembered (a warning is logged)

@@ -21,7 +21,7 @@ from guaipeca import Index
 from guaipeca.convert import NO_OCR_FOR_IMAGES, OcrOptions, convert_bytes
 from guaipeca.convert.ocr import installed_languages, tesseract_language
 from guaipeca.errors import ConversionError, InvalidArgumentError
-from guaipeca.ingest import sync_folder
+from guaipeca.ingest import NO_OCR, sync_folder
 from support import SHARED_DATA, CountingEmbedder
 
 pymupdf = pytest.importorskip("pymupdf")
@@ -153,8 +153,8 @@ def test_without_ocr_a_folders_images_are_skipped_and_one_read_before_is_kept(
     report = sync_folder(index, folder, ocr=OFF)
     assert report.failed == [] and report.removed == 0
     assert sorted(report.skipped) == [
-        (str(folder / "new.png"), NO_OCR_FOR_IMAGES),
-        (str(folder / "page.png"), NO_OCR_FOR_IMAGES),
+        (str(folder / "new.png"), NO_OCR_FOR_IMAGES, NO_OCR),
+        (str(folder / "page.png"), NO_OCR_FOR_IMAGES, NO_OCR),
     ]
     assert index.get_document("page.png").text == read_before
     assert {d.doc_id for d in index.list_documents()} == {"note.md", "page.png"}

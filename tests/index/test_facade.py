@@ -4,7 +4,6 @@ delete + compact, filters that cannot inject SQL, exact spans, incremental re-em
 from __future__ import annotations
 
 import sqlite3
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -21,20 +20,13 @@ from guaipeca import (
 )
 from guaipeca.config import EngineSettings
 from guaipeca.embed import HashingEmbedder
-from support import CountingEmbedder, MemoEmbedder, beir_queries
+from support import CountingEmbedder, MemoEmbedder, beir_queries, ranking
 
 MODES = ("hybrid", "dense", "keyword")
 
 
 def _queries(n: int = 15) -> list[str]:
     return [q for _, q in list(beir_queries("scifact"))[:n]]
-
-
-def _ranking(index: Index, query: str, **kw: object) -> list[tuple[str, str, int, int, float]]:
-    return [
-        (h.doc_id, h.corpus, h.start, h.end, round(h.score, 6))
-        for h in index.search(query, top_k=10, **kw)  # type: ignore[arg-type]
-    ]
 
 
 def _with_year(docs: dict[str, str]) -> list[NewDocument]:
@@ -57,7 +49,7 @@ def test_in_memory_and_on_disk_return_identical_rankings(
             b = [(h.chunk_id, h.score, h.start, h.end) for h in disk.search(query, mode=mode)]
             assert a == b, (query, mode)
             where = {"year": {"$gte": 2010}, "tags": {"$contains": "odd"}}
-            assert _ranking(memory, query, mode=mode, where=where) == _ranking(
+            assert ranking(memory, query, mode=mode, where=where) == ranking(
                 disk, query, mode=mode, where=where
             )
     disk.close()
@@ -68,10 +60,10 @@ def test_reopening_an_index_returns_the_same_results(
 ) -> None:
     with Index(tmp_path / "idx", embedder=real_embedder) as index:
         index.add_documents(scifact_sample)
-        before = {(q, m): _ranking(index, q, mode=m) for q in _queries(8) for m in MODES}
+        before = {(q, m): ranking(index, q, mode=m) for q in _queries(8) for m in MODES}
         stats = index.stats()
     with Index(tmp_path / "idx", embedder=real_embedder) as index:
-        after = {(q, m): _ranking(index, q, mode=m) for q in _queries(8) for m in MODES}
+        after = {(q, m): ranking(index, q, mode=m) for q in _queries(8) for m in MODES}
         assert index.stats().chunks == stats.chunks
     assert before == after
     assert all(before.values())
@@ -103,7 +95,7 @@ def test_delete_compact_reopen_keeps_everything_else_identical(
             )
         for query in _queries():
             for mode in MODES:
-                assert _ranking(index, query, mode=mode) == _ranking(reference, query, mode=mode)
+                assert ranking(index, query, mode=mode) == ranking(reference, query, mode=mode)
         assert index.stats().corpora[0].deleted_slots == 0
         for doc_id in doomed:
             with pytest.raises(NotFoundError):
@@ -181,7 +173,7 @@ def test_an_injection_string_as_a_value_is_just_a_value(
     assert index.list_documents()[0].metadata == {"kind": "' OR '1'='1"}
 
 
-def test_filters_restrict_before_ranking(counting_embedder: CountingEmbedder) -> None:
+def test_filters_restrict_beforeranking(counting_embedder: CountingEmbedder) -> None:
     index = Index(embedder=counting_embedder)
     docs = [NewDocument(f"d{i}", f"apple report number {i}", metadata={"n": i}) for i in range(50)]
     index.add_documents(docs)
@@ -224,21 +216,6 @@ def test_update_metadata_does_not_reembed(counting_embedder: CountingEmbedder) -
     assert len(counting_embedder.passages) == embedded
     with pytest.raises(NotFoundError):
         index.update_metadata("missing", {"v": 1})
-
-
-def test_deleted_slots_are_reused_by_the_next_write(
-    tmp_path: Path, counting_embedder: CountingEmbedder
-) -> None:
-    with Index(tmp_path / "idx", embedder=counting_embedder) as index:
-        index.add_documents({f"d{i}": f"document number {i}" for i in range(10)})
-        assert index.delete_document("d3") and index.delete_document("d4")
-        assert not index.delete_document("d3")
-        assert index.stats().corpora[0].deleted_slots == 2
-        index.add_documents({"new1": "fresh words", "new2": "more fresh words"})
-        assert index.stats().corpora[0].deleted_slots == 0
-        assert index.stats().chunks == 10
-        assert [h.doc_id for h in index.search("fresh", mode="keyword")] == ["new1", "new2"]
-        assert index.search("document number 3", mode="keyword", top_k=1)[0].doc_id != "d3"
 
 
 def test_reading_chunks_neighbours_and_documents(counting_embedder: CountingEmbedder) -> None:
@@ -322,6 +299,23 @@ def test_corpora_are_separate_with_weights_and_languages(
         index.search("x", corpora=["nope"])
 
 
+def test_a_misspelt_corpus_name_gets_a_did_you_mean(counting_embedder: CountingEmbedder) -> None:
+    index = Index(embedder=counting_embedder)
+    index.add_documents({"a": "some text"}, corpus="papers")
+    index.add_documents({"b": "other text"}, corpus="leis")
+    with pytest.raises(NotFoundError) as caught:
+        index.search("text", corpora=["paprs"])
+    assert (
+        str(caught.value)
+        == "no corpus named 'paprs'; did you mean 'papers'? (corpora: leis, papers)"
+    )
+    with pytest.raises(NotFoundError, match=r"'lies'; did you mean 'leis'\?"):
+        index.list_documents(corpus="lies")
+    with pytest.raises(NotFoundError) as caught:
+        index.search("text", corpora=["zzz"])
+    assert str(caught.value) == "no corpus named 'zzz' (corpora: leis, papers)"
+
+
 def test_languages_are_given_by_iso_code_or_name(tmp_path: Path) -> None:
     with Index(tmp_path / "idx", embedder=HashingEmbedder(32), language="pt") as index:
         assert index.language == "portuguese"
@@ -382,54 +376,6 @@ def test_reopening_with_another_model_is_refused_densely(tmp_path: Path) -> None
         index.drop_corpus("default")
         index.add_documents({"b": "more"})
         assert index.mismatched_corpora == {}
-
-
-def test_a_lexical_index_left_behind_by_a_crash_is_rebuilt_from_the_catalog(
-    tmp_path: Path, counting_embedder: CountingEmbedder
-) -> None:
-    with Index(tmp_path / "idx", embedder=counting_embedder) as index:
-        index.add_documents({f"d{i}": f"searchable words {i}" for i in range(20)})
-        before = _ranking(index, "searchable words 7", mode="keyword")
-    state = tmp_path / "idx/corpora/default/lexical.state"
-    state.write_text('{"generation": 0, "clean": false}')  # as a crash mid-write leaves it
-    with Index(tmp_path / "idx", embedder=counting_embedder) as index:
-        assert _ranking(index, "searchable words 7", mode="keyword") == before
-    assert '"clean": true' in state.read_text()
-
-
-def test_searches_run_while_a_writer_adds_documents(
-    tmp_path: Path, counting_embedder: CountingEmbedder
-) -> None:
-    index = Index(tmp_path / "idx", embedder=counting_embedder)
-    index.add_documents({f"seed{i}": f"common seed text {i}" for i in range(20)})
-    errors: list[BaseException] = []
-    written: set[str] = {f"seed{i}" for i in range(20)}
-    done = threading.Event()
-
-    def reader() -> None:
-        try:
-            while not done.is_set():
-                for hit in index.search("common text", top_k=20):
-                    assert hit.text == index.resolve(hit)
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=reader) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for batch in range(15):
-        docs = {f"b{batch}-{i}": f"common batch text {batch} {i}" for i in range(5)}
-        index.add_documents(docs)
-        written.update(docs)
-        if batch % 4 == 0:
-            index.delete_document(f"b{batch}-0")
-            written.discard(f"b{batch}-0")
-    done.set()
-    for t in threads:
-        t.join()
-    assert not errors
-    assert {d.doc_id for d in index.list_documents(limit=1000)} == written
-    index.close()
 
 
 def test_a_second_process_cannot_write_while_the_lock_is_held(

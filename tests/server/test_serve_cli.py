@@ -4,6 +4,7 @@ stdio pipe and a real HTTP socket on 127.0.0.1; results equal the library's on t
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -128,6 +129,30 @@ async def test_serve_over_http_streamable_and_sse(home: Path) -> None:
                 stream.close()
     assert out == b""  # nothing but logs, and logs go to stderr
     assert proc.returncode in (0, -15)
+
+
+@pytest.mark.parametrize("transport", ["http", "both"])
+def test_serve_on_a_port_in_use_says_so_in_one_line_and_exits_1(
+    tmp_path: Path, transport: str
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [str(SCRIPT), "serve", "--transport", transport, "--port", str(port)],
+            env={**os.environ, "GUAIPECA_HOME": str(tmp_path)},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [
+        f"error: port {port} on 127.0.0.1 is already in use (another guaipeca serve?): "
+        "choose another with --port (or server.port), or stop the process that holds it"
+    ]
+    assert done.stdout == ""  # the URL is announced only once the port is bound
 
 
 def _children_running(needle: str) -> list[int]:

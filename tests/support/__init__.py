@@ -7,11 +7,15 @@ import json
 import socket
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
 from guaipeca.embed import HashingEmbedder, OnnxEmbedder
+
+if TYPE_CHECKING:
+    from guaipeca import Index
 
 REPO = Path(__file__).resolve().parents[2]
 #: The small documents the tests read, kept in the repository (tests/data/README.md gives
@@ -90,3 +94,11 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def ranking(index: Index, query: str, **kw: object) -> list[tuple[str, str, int, int, float]]:
+    """A search's top ten as comparable tuples: id, corpus, span and score (6 decimals)."""
+    return [
+        (h.doc_id, h.corpus, h.start, h.end, round(h.score, 6))
+        for h in index.search(query, top_k=10, **kw)  # type: ignore[arg-type]
+    ]

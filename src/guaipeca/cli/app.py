@@ -85,6 +85,7 @@ def _main(
     state.config = config
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(VisibleFormatter("%(levelname)s %(name)s: %(message)s"))
+    state.verbose = verbose
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, handlers=[handler], force=True
     )

@@ -59,6 +59,8 @@ class State:
     """What the global options set for the command that runs."""
 
     config: str | None = None
+    #: ``--verbose``: more log lines, and every skipped file in an index summary.
+    verbose: bool = False
 
 
 state = State()

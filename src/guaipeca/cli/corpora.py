@@ -6,7 +6,7 @@ quick start left behind, a corpus renamed in the config) is not searched; ``stat
 ``corpora`` show it as "not in the configuration" with the command that drops it.
 
 A corpus indexed from a folder (``--path``, or the current folder without a config file)
-remembers that folder (:class:`guaipeca.ingest.FolderRecord`). Indexing another folder
+remembers that folder (:class:`FolderRecord`, ``<data>/folders.json``). Indexing another folder
 into it would silently remove what it holds, so instead: the ``default`` corpus gives way to
 a corpus named after the new folder, and a corpus named on the command line needs
 ``--replace``.
@@ -15,6 +15,8 @@ a corpus named after the new folder, and a corpus named on the command line need
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -25,13 +27,13 @@ from rich.console import Console
 
 from guaipeca.cli.context import TerminalConsole
 from guaipeca.errors import GuaipecaError
-from guaipeca.ingest import FolderRecord
 
 if TYPE_CHECKING:
     from guaipeca.config import LoadedSettings
     from guaipeca.index import Index
 
 __all__ = [
+    "FolderRecord",
     "Target",
     "drop_note",
     "remember",
@@ -40,6 +42,48 @@ __all__ = [
     "search_scope",
     "settle_folders",
 ]
+
+log = logging.getLogger("guaipeca")
+
+
+class FolderRecord:
+    """Which folder each corpus was last indexed from (``<data>/folders.json``), so that
+    indexing another folder into it is noticed instead of silently emptying it."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = Path(data_dir) / "folders.json"
+
+    def read(self) -> dict[str, str]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            log.warning("%s cannot be read (%s); folders are not remembered", self.path, exc)
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {str(k): str(v) for k, v in data.items() if isinstance(v, str)}
+
+    def get(self, corpus: str) -> str | None:
+        return self.read().get(corpus)
+
+    def _write(self, data: dict[str, str]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, self.path)  # whole or not at all
+
+    def set(self, corpus: str, folder: Path) -> None:
+        data = self.read()
+        if data.get(corpus) != str(folder):
+            self._write({**data, corpus: str(folder)})
+
+    def forget(self, corpus: str) -> None:
+        data = self.read()
+        if corpus in data:
+            del data[corpus]
+            self._write(data)
 
 
 @dataclass
@@ -182,8 +226,14 @@ def run_drop(
     """``guaipeca drop NAME``: delete a corpus from the index after a confirmation."""
     known = set(idx.corpora) | set(idx.broken_corpora)
     if name not in known:
+        from guaipeca.config import did_you_mean
+
         listed = ", ".join(sorted(known)) or "none"
-        raise GuaipecaError(f"no corpus named {name!r} in {loaded.data_dir} (corpora: {listed})")
+        hint = did_you_mean(name, sorted(known))
+        raise GuaipecaError(
+            f"no corpus named {name!r} in {loaded.data_dir}{'; ' + hint if hint else ''} "
+            f"(corpora: {listed})"
+        )
     row = next(r for r in _rows(loaded, idx) if r["name"] == name)
     what = f"{_count(row['documents'], 'document')}, {_count(row['chunks'], 'chunk')}"
     if not yes:

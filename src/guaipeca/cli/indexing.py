@@ -15,8 +15,22 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from guaipeca.cli.context import EXIT_USER, current_settings, err, open_index, out, plural
-from guaipeca.config import DEFAULT_CORPUS, LoadedSettings, check_corpus_paths
+from guaipeca.cli.context import (
+    EXIT_USER,
+    current_settings,
+    err,
+    open_index,
+    out,
+    plural,
+    state,
+)
+from guaipeca.config import (
+    DEFAULT_CORPUS,
+    SUPPORTED_EXTENSIONS,
+    LoadedSettings,
+    check_corpus_paths,
+    did_you_mean,
+)
 from guaipeca.errors import GuaipecaError
 
 if TYPE_CHECKING:
@@ -72,7 +86,8 @@ def index(
         bool, typer.Option("--json", help="Print the summary as JSON, for scripts.")
     ] = False,
 ) -> None:
-    """Index corpora: new and changed files are added, and removed files leave the index."""
+    """Index corpora: new and changed files are added, and removed files leave the index.
+    Exits 1 when no file at all could be indexed."""
     from guaipeca.cli.corpora import settle_folders
 
     loaded = current_settings()
@@ -100,10 +115,30 @@ def index(
         )
     finally:
         idx.close()
-    if any(r.failed for r in reports) and all(
-        not (r.added or r.changed or r.unchanged) for r in reports
-    ):
+    _exit_if_nothing_indexed(targets, reports)
+
+
+def _exit_if_nothing_indexed(targets: list[Target], reports: list[SyncReport]) -> None:
+    """One line per corpus left with no file of its folder; exit 1 when that is all of them.
+    An unchanged re-run indexed its files earlier: it does not count."""
+    empty = [(t, r) for t, r in zip(targets, reports, strict=True) if not r.indexed]
+    for target, report in empty:
+        err.print(f"error: {_nothing_indexed(target, report)}", markup=False)
+    if reports and len(empty) == len(reports):
         raise typer.Exit(EXIT_USER)
+
+
+def _nothing_indexed(target: Target, report: SyncReport) -> str:
+    """Why a corpus holds no file of its folder after a run, in one line."""
+    where = f"nothing indexed in corpus {report.corpus!r}:"
+    unread = len(report.skipped) + len(report.failed)
+    if unread:
+        return (
+            f"{where} none of the {plural(unread, 'file')} in {target.folder} could be "
+            "indexed (each one's reason is in the summary)"
+        )
+    types = target.options.get("extensions") or SUPPORTED_EXTENSIONS
+    return f"{where} {target.folder} holds no file of a type this corpus reads ({', '.join(types)})"
 
 
 def _announce_watch(targets: list[Target], interval: float, stop: threading.Event) -> None:
@@ -187,7 +222,11 @@ def _targets(loaded: LoadedSettings, names: list[str] | None, path: Path | None)
     unknown = [n for n in names or [] if n not in known]
     if unknown:
         listed = ", ".join(known) or "none"
-        raise GuaipecaError(f"no corpus named {unknown[0]!r} in the config (corpora: {listed})")
+        hint = did_you_mean(unknown[0], known)
+        raise GuaipecaError(
+            f"no corpus named {unknown[0]!r} in the config{'; ' + hint if hint else ''} "
+            f"(corpora: {listed})"
+        )
     chosen = [known[n] for n in names] if names else list(s.corpora)
     if not chosen:
         raise GuaipecaError("the config has no corpora; add one under 'corpora:'")
@@ -274,6 +313,9 @@ def _wait(stop: threading.Event, seconds: float) -> bool:
 
 # Files converted faster than this are not worth naming in the summary.
 _SLOW_FILE_SECONDS = 0.5
+#: Files named per reason in a summary (a big folder may skip thousands); with --verbose
+#: (or --json) every one is named.
+SHOWN_PER_REASON = 5
 
 
 def _print_report(report: SyncReport, idx: Index, as_json: bool) -> None:
@@ -288,7 +330,7 @@ def _print_report(report: SyncReport, idx: Index, as_json: bool) -> None:
             "removed": report.removed,
             "failed": [{"path": p, "reason": r} for p, r in report.failed],
             "warnings": [{"path": p, "warning": w} for p, w in report.warnings],
-            "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
+            "skipped": [{"path": p, "reason": r, "kind": k} for p, r, k in report.skipped],
             "chunks_embedded": report.chunks_embedded,
             "documents": documents,
             "chunks": chunks,
@@ -300,13 +342,13 @@ def _print_report(report: SyncReport, idx: Index, as_json: bool) -> None:
         }
         out.print_verbatim(json.dumps(data, ensure_ascii=False))
         return
-    for path, reason in [*report.failed, *report.skipped]:
-        err.print(f"skipped {path}: {reason}")
+    _print_unread(report)
     for path, warning in report.warnings:
         err.print(f"warning {path}: {warning}")
     out.print(
         f"{report.corpus}: {report.added} added, {report.changed} changed, {report.unchanged} "
-        f"unchanged, {report.removed} removed, {len(report.failed)} failed; "
+        f"unchanged, {report.removed} removed, {len(report.skipped)} skipped, "
+        f"{len(report.failed)} failed; "
         f"{plural(report.chunks_embedded, 'chunk')} embedded; {plural(chunks, 'chunk')} in "
         f"{plural(documents, 'document')} ({report.seconds:.1f} s; searchable by keyword "
         f"after {report.keyword_seconds:.1f} s)",
@@ -315,3 +357,26 @@ def _print_report(report: SyncReport, idx: Index, as_json: bool) -> None:
     if slow:
         listed = "; ".join(f"{p} {t:.1f} s ({plural(n, 'chunk')})" for p, t, n in slow)
         err.print(f"slowest files to convert: {listed}")
+
+
+def _print_unread(report: SyncReport) -> None:
+    """Each skipped file with its reason, grouped by kind of reason, then each failed one;
+    at most ``SHOWN_PER_REASON`` per group unless --verbose."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for path, reason, kind in report.skipped:
+        groups.setdefault(kind, []).append((path, reason))
+    for kind, files in groups.items():
+        _print_capped("skipped", kind, files)
+    _print_capped("failed", "an error", report.failed)
+
+
+def _print_capped(verb: str, kind: str, files: list[tuple[str, str]]) -> None:
+    shown = files if state.verbose else files[:SHOWN_PER_REASON]
+    for path, reason in shown:
+        err.print(f"{verb} {path}: {reason}")
+    if len(files) > len(shown):
+        err.print(
+            f"… and {len(files) - len(shown)} more {verb}: {kind} (every file: "
+            "guaipeca --verbose index, or --json)",
+            markup=False,
+        )

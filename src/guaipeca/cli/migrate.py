@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from guaipeca.config import did_you_mean
 from guaipeca.errors import GuaipecaError
 from guaipeca.progress import JobProgress
 from guaipeca.store.transfer import migrate_corpus
@@ -78,9 +79,10 @@ def run_migrate(
         names = corpora or source.corpora
         unknown = [n for n in names if n not in source.corpora]
         if unknown:
+            hint = did_you_mean(unknown[0], source.corpora)
             raise GuaipecaError(
-                f"no corpus named {unknown[0]!r} in the {current} index "
-                f"(corpora: {', '.join(source.corpora) or 'none'})"
+                f"no corpus named {unknown[0]!r} in the {current} index"
+                f"{'; ' + hint if hint else ''} (corpora: {', '.join(source.corpora) or 'none'})"
             )
         if not names:
             raise GuaipecaError(f"the {current} index has no corpora to copy")

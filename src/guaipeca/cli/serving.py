@@ -17,6 +17,9 @@ from guaipeca.config import config_path
 from guaipeca.errors import GuaipecaError
 
 if TYPE_CHECKING:
+    import socket
+
+    from guaipeca.config import LoadedSettings
     from guaipeca.index import Index
 
 
@@ -44,10 +47,10 @@ def serve(
 
     loaded = current_settings()
     conf = loaded.settings.server
-    mode = transport or conf.transport
-    if mode not in ("stdio", "http", "both"):
+    if (mode := transport or conf.transport) not in ("stdio", "http", "both"):
         raise typer.BadParameter("must be stdio, http or both", param_hint="--transport")
-    idx = open_index(loaded, tolerate_down=True)
+    address = (host or conf.host, port or conf.port)
+    sockets, idx = _bind_then_open(loaded, address if mode != "stdio" else None)
     service = Service(idx, loaded)
     stop = threading.Event()
     if conf.watch if watch is None else watch:
@@ -57,7 +60,7 @@ def serve(
         from guaipeca.server.http import serve_http
 
         if mode == "http":
-            await serve_http(service, host or conf.host, port or conf.port)
+            await serve_http(service, *address, sockets)
             return
         server = build_server(service)
 
@@ -69,7 +72,7 @@ def serve(
                     return
 
         async def http_then_stop(scope: anyio.CancelScope) -> None:
-            await serve_http(service, host or conf.host, port or conf.port)
+            await serve_http(service, *address, sockets)
             stopping.set()
             scope.cancel()  # SIGTERM/SIGINT stopped HTTP (gracefully): stop stdio too
 
@@ -100,6 +103,28 @@ def serve(
         finished.set()
         stop.set()
         idx.close()
+
+
+def _bind_then_open(
+    loaded: LoadedSettings, address: tuple[str, int] | None
+) -> tuple[list[socket.socket], Index]:
+    """The HTTP sockets bound (none without ``address``), then the index opened: a port
+    in use is one line (exit 1) before the model loads, and the URL is announced only
+    once the port is ours.
+
+    Raises:
+        GuaipecaError: the port is in use, the address cannot be bound, or the index
+            cannot be opened.
+    """
+    from guaipeca.server.bind import listen
+
+    sockets = listen(*address) if address is not None else []
+    try:
+        return sockets, open_index(loaded, tolerate_down=True)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
 
 
 def _exit_when_stuck(

@@ -33,6 +33,7 @@ from guaipeca.config.loading import (
     load_settings,
     parse_settings,
 )
+from guaipeca.config.messages import did_you_mean
 from guaipeca.config.sections import (
     CorpusSettings,
     LimitsSettings,
@@ -67,6 +68,7 @@ __all__ = [
     "UploadSettings",
     "check_corpus_paths",
     "config_path",
+    "did_you_mean",
     "engine_settings",
     "format_validation_error",
     "home_dir",

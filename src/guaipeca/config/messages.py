@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Final, get_args, get_origin
 
@@ -132,15 +132,20 @@ def _message(error: Mapping[str, Any], secret: bool) -> str:
     return msg
 
 
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """``"did you mean 'model'?"`` for the choice closest to a misspelt ``word`` (a config
+    key, a corpus name, a tool argument), or None when none is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else None
+
+
 def _unknown_key(root: type[BaseModel] | None, loc: tuple[Any, ...]) -> str:
     parent = annotation_at(root, loc[:-1])
     if not (isinstance(parent, type) and issubclass(parent, BaseModel)):
         return "unknown key"
     keys = list(parent.model_fields)
-    close = difflib.get_close_matches(str(loc[-1]), keys, n=1, cutoff=0.6)
-    if close:
-        return f"unknown key (did you mean {close[0]!r}?)"
-    return f"unknown key (valid keys: {', '.join(keys)})"
+    hint = did_you_mean(str(loc[-1]), keys)
+    return f"unknown key ({hint or 'valid keys: ' + ', '.join(keys)})"
 
 
 def _problems(

@@ -22,7 +22,7 @@ from typing import Any
 from guaipeca.config import SUPPORTED_EXTENSIONS
 from guaipeca.convert._limits import DEFAULT_MAX_BYTES, FileLimits, first_line, format_size
 from guaipeca.convert.ocr import IMAGE_EXTENSIONS, OcrOptions
-from guaipeca.errors import ConversionError
+from guaipeca.errors import ConversionError, NoTextError
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -130,7 +130,7 @@ def convert_file(
     if st.st_size > max_bytes:
         raise _too_large(st.st_size, max_bytes)
     if st.st_size == 0:
-        raise ConversionError("empty file")
+        raise NoTextError("empty file")
     try:
         with p.open("rb") as fh:
             data = fh.read(max_bytes + 1)  # the file may have grown since stat
@@ -185,7 +185,7 @@ def _convert(
     ocr: OcrOptions | None = None,
 ) -> Converted:
     if not data:
-        raise ConversionError("empty file")
+        raise NoTextError("empty file")
     limits = limits or FileLimits()
     try:
         return _cut(_dispatch(data, ext, name, limits, ocr or OcrOptions()), limits.max_chars)

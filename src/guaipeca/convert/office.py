@@ -30,7 +30,7 @@ from guaipeca.convert._limits import (
     check_office_zip,
     conversion_slot,
 )
-from guaipeca.errors import ConversionError
+from guaipeca.errors import ConversionError, NoTextError
 
 __all__ = ["OfficeResult", "convert_docx", "convert_html", "convert_pptx", "convert_xlsx"]
 
@@ -146,7 +146,7 @@ def tidy_markdown(markdown: str, *, images: bool = True) -> str:
 
 def _nonempty(text: str, kind: str) -> str:
     if not text.strip():
-        raise ConversionError(f"no text found in the {kind}")
+        raise NoTextError(f"no text found in the {kind}")
     return text
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from guaipeca.errors import ConversionError
+from guaipeca.errors import ConversionError, NoTextError
 
 __all__ = ["decode_text"]
 
@@ -114,5 +114,5 @@ def decode_text(data: bytes) -> tuple[str, str]:
     if "\x00" in text:
         raise ConversionError("looks binary (NUL characters), not text")
     if not text.strip():
-        raise ConversionError("empty file")
+        raise NoTextError("empty file")
     return text.replace("\r\n", "\n").replace("\r", "\n"), encoding

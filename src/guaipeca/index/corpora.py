@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+from guaipeca.config import did_you_mean
 from guaipeca.errors import (
     BackendUnavailableError,
     ConfigError,
@@ -161,7 +162,10 @@ class Corpora:
             if self._down is not None:  # its corpora could not be listed
                 raise self._down[0] from None
             known = ", ".join(sorted(self.stores)) or "none yet"
-            raise NotFoundError(f"no corpus named {name!r:.70} (corpora: {known})") from None
+            hint = did_you_mean(name, self.stores)
+            raise NotFoundError(
+                f"no corpus named {name!r:.70}{'; ' + hint if hint else ''} (corpora: {known})"
+            ) from None
 
     def embedded(self, name: str) -> Corpus:
         """A corpus of the embedded backend (for checks that read its files)."""

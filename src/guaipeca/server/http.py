@@ -25,6 +25,7 @@ import copy
 import functools
 import logging
 import os
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
@@ -58,6 +59,7 @@ from guaipeca.errors import (
     WriteQueueFullError,
 )
 from guaipeca.server.asgi import caller_of, error_response, identity_of
+from guaipeca.server.bind import listen
 from guaipeca.server.idle import IdleTrim, ToolCalls
 from guaipeca.server.limits import BodyLimitMiddleware, RateLimitMiddleware, RpcBodyMiddleware
 from guaipeca.server.security import (
@@ -665,14 +667,21 @@ def make_server(
     )
 
 
-async def serve_http(service: Service, host: str, port: int) -> None:
+async def serve_http(
+    service: Service, host: str, port: int, sockets: list[socket.socket] | None = None
+) -> None:
     """Serve :func:`build_app` on ``host:port`` until SIGTERM/SIGINT (graceful: requests
     in flight finish), then return, so that the caller closes the index. Logs go to
-    stderr."""
+    stderr. ``sockets``: bound by ``bind.listen`` (else here), before the URL is announced.
+    Raises:
+        GuaipecaError: the port is in use or the address cannot be bound (``bind.listen``).
+    """
+    if sockets is None:
+        sockets = listen(host, port)
     server = make_server(service, host, port)
     shown = f"{_host_name('127.0.0.1' if host in _WILDCARD_BINDS else host)}:{port}"
     log.info("MCP at http://%s/mcp, web page at http://%s/", shown, shown)
-    await server.serve()
+    await server.serve(sockets=sockets)
     # A write told to stop ends at its next file or batch; one that does not end soon
     # (a long embedding batch) must not keep the process alive for minutes: exit
     # without it. Committed state is crash-safe, and the next index run redoes the rest.

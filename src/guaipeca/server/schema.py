@@ -196,11 +196,14 @@ class IndexSummary(BaseModel):
     changed: int
     unchanged: int
     removed: int
-    failed: list[FileProblem]
+    failed: list[FileProblem] = Field(
+        description="files not indexed because of an error (corrupt, unreadable), with why"
+    )
     warnings: list[FileProblem]
     skipped: list[FileProblem] = Field(
         default_factory=list,
-        description="files never read, with the reason (links leading outside the folder)",
+        description="files not indexed though nothing is wrong with them, with why (an "
+        "unsupported type, empty or no text, too big, an image without OCR, a link out)",
     )
     chunks_embedded: int
     documents: int = Field(description="documents in the corpus after the run")

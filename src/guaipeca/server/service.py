@@ -16,7 +16,7 @@ import time
 from pathlib import Path, PurePosixPath
 
 from guaipeca import __version__
-from guaipeca.config import CorpusSettings, LoadedSettings, Settings
+from guaipeca.config import CorpusSettings, LoadedSettings, Settings, did_you_mean
 from guaipeca.convert import FileLimits, OcrOptions, convert_bytes
 from guaipeca.embed import identity_of
 from guaipeca.errors import (
@@ -115,8 +115,10 @@ class Service:
             return self._corpora[name]
         except KeyError:
             known = ", ".join(self._corpora) or "none"
+            hint = did_you_mean(name, self._corpora)
             raise NotFoundError(
-                f"no configured corpus named {name!r:.70} (configured: {known})"
+                f"no configured corpus named {name!r:.70}{'; ' + hint if hint else ''} "
+                f"(configured: {known})"
             ) from None
 
     def corpus_root(self, name: str) -> Path:
@@ -288,7 +290,7 @@ class Service:
             removed=report.removed,
             failed=problems(report.failed),
             warnings=problems(report.warnings),
-            skipped=problems(report.skipped),
+            skipped=problems([(f.path, f.reason) for f in report.skipped]),
             chunks_embedded=report.chunks_embedded,
             documents=stats.documents if stats else 0,
             chunks=stats.chunks if stats else 0,

@@ -290,6 +290,7 @@ async def test_search_hits_cite_spans_relative_to_the_corpus_folder(
         ({"query": "x", "where": {"$where": 1}}, "filter"),
         ({"query": "x", "where": "not json"}, "where: Input should be a valid dictionary"),
         ({"query": "x", "corpora": ["nope"]}, "no corpus named 'nope'"),
+        ({"query": "x", "corpora": ["doc"]}, "no corpus named 'doc'; did you mean 'docs'?"),
         ({"query": "x", "return_mode": "pages"}, "return_mode: Input should be"),
         ({"query": "x", "section_filter": ""}, "section_filter: String should have at least"),
     ],

@@ -16,7 +16,7 @@ from typing import Any
 
 from guaipeca.convert.ocr import OcrOptions, ocr_page
 from guaipeca.convert.pdf._pages import Page, extract_page, mark_running
-from guaipeca.errors import ConversionError
+from guaipeca.errors import NoTextError
 
 # The converter's one logger name, as before it was split into modules.
 log = logging.getLogger("guaipeca.convert.pdf")
@@ -54,10 +54,10 @@ def page_warnings(
 _NO_OCR = "OCR is off or Tesseract is not installed"
 
 
-def no_text(n_pages: int, ocr: OcrOptions | None) -> ConversionError:
+def no_text(n_pages: int, ocr: OcrOptions | None) -> NoTextError:
     where = "on its only page" if n_pages == 1 else f"on any of its {n_pages} pages"
     why = "OCR found no text" if ocr is not None and ocr.engine() else _NO_OCR
-    return ConversionError(f"no text layer {where} (a scanned document?) and {why}")
+    return NoTextError(f"no text layer {where} (a scanned document?) and {why}")
 
 
 def ocr_pass(

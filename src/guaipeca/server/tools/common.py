@@ -17,7 +17,6 @@ run (the index serves its last committed state); writes (index, upload, delete) 
 lock, so at most one runs at a time.
 """
 
-import difflib
 import functools
 import inspect
 import logging
@@ -30,6 +29,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import ValidationError
 
+from guaipeca.config import did_you_mean
 from guaipeca.errors import GuaipecaError, InvalidArgumentError
 from guaipeca.server.limits import rate_counted, too_many_requests
 from guaipeca.server.service import (
@@ -131,12 +131,7 @@ class ToolServer(MCPServer[Any]):
         known = self.tool_arguments.get(name)
         if known is not None:
             for arg in sorted(set(arguments) - known):
-                close = difflib.get_close_matches(arg, sorted(known), n=1)
-                hint = (
-                    f"did you mean {close[0]!r}?"
-                    if close
-                    else f"arguments: {', '.join(sorted(known))}"
-                )
+                hint = did_you_mean(arg, sorted(known)) or f"arguments: {', '.join(sorted(known))}"
                 raise ToolError(
                     f"Error executing tool {name}: unknown argument {arg!r:.60} ({hint})"
                 )
