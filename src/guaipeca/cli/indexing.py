@@ -4,6 +4,7 @@ phases (searchable by keyword first, then embedded), once or again on every chan
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import signal
@@ -11,13 +12,23 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from guaipeca.cli.context import EXIT_USER, current_settings, err, open_index, out, plural
+from guaipeca.cli.context import (
+    EXIT_USER,
+    WaitOption,
+    WaitTimeoutOption,
+    current_settings,
+    err,
+    open_index,
+    out,
+    plural,
+    writing,
+)
 from guaipeca.config import DEFAULT_CORPUS, LoadedSettings, check_corpus_paths
-from guaipeca.errors import GuaipecaError
+from guaipeca.errors import GuaipecaError, IndexLockedError
 
 if TYPE_CHECKING:
     from guaipeca.cli.corpora import Target
@@ -71,39 +82,56 @@ def index(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the summary as JSON, for scripts.")
     ] = False,
+    wait: WaitOption = False,
+    wait_timeout: WaitTimeoutOption = None,
 ) -> None:
-    """Index corpora: new and changed files are added, and removed files leave the index."""
-    from guaipeca.cli.corpora import settle_folders
+    """Index corpora: new and changed files are added, and removed files leave the index.
 
+    One process writes a corpus at a time: when another one is (an index run, a server),
+    this exits with code 1 naming it, or waits for it with --wait."""
     loaded = current_settings()
     targets = _targets(loaded, corpora, path)
-    idx = open_index(loaded)
-    try:
-        targets = settle_folders(loaded, idx, targets, replace=replace, err=err)
-    except BaseException:
-        idx.close()
-        raise
-    stop = threading.Event()
-    if watch:
-        _announce_watch(targets, interval, stop)
-    try:
-        reports = _index_rounds(
-            idx,
-            loaded,
-            targets,
-            force=force,
-            workers=workers,
-            watch=watch,
-            interval=interval,
-            as_json=as_json,
-            stop=stop,
-        )
-    finally:
-        idx.close()
+    hold = functools.partial(writing, loaded, wait=wait, timeout=wait_timeout)
+    reports = _held_rounds(
+        loaded,
+        targets,
+        hold,
+        replace=replace,
+        force=force,
+        workers=workers,
+        watch=watch,
+        interval=interval,
+        as_json=as_json,
+    )
     if any(r.failed for r in reports) and all(
         not (r.added or r.changed or r.unchanged) for r in reports
     ):
         raise typer.Exit(EXIT_USER)
+
+
+def _held_rounds(
+    loaded: LoadedSettings,
+    targets: list[Target],
+    hold: Callable[[list[str]], contextlib.AbstractContextManager[None]],
+    *,
+    replace: bool,
+    **rounds: Any,
+) -> list[SyncReport]:
+    """Open the index and run the rounds while holding the corpora: before the index is
+    opened (a refused run loads nothing), and again once the folders are settled (the
+    corpus may be another); --watch lets go after the first round (_index_rounds), so a
+    server or another run can write between two scans."""
+    from guaipeca.cli.corpora import settle_folders
+
+    with contextlib.ExitStack() as held:
+        held.enter_context(hold([t.name for t in targets]))
+        idx = open_index(loaded)
+        try:
+            targets = settle_folders(loaded, idx, targets, replace=replace, err=err)
+            held.enter_context(hold([t.name for t in targets]))
+            return _index_rounds(idx, loaded, targets, held, **rounds)
+        finally:
+            idx.close()
 
 
 def _announce_watch(targets: list[Target], interval: float, stop: threading.Event) -> None:
@@ -122,52 +150,77 @@ def _index_rounds(
     idx: Index,
     loaded: LoadedSettings,
     targets: list[Target],
+    held: contextlib.ExitStack,
     *,
     force: bool,
     workers: int,
     watch: bool,
     interval: float,
     as_json: bool,
-    stop: threading.Event,
 ) -> list[SyncReport]:
     """Index every target once, or with ``watch`` again after every ``interval`` until
-    ``stop``; the reports of the last round."""
+    ``stop``; the reports of the last round. The first round runs in the caller's hold of
+    the corpora (``held``, let go after it); each later one takes them again, and is
+    skipped while another process writes them."""
+    stop = threading.Event()
+    if watch:
+        _announce_watch(targets, interval, stop)
+    reports: list[SyncReport] = []
+    first = True
+    while True:
+        reports = []
+        with contextlib.ExitStack() as hold:
+            try:
+                if not first:
+                    hold.enter_context(idx.writing([t.name for t in targets]))
+            except IndexLockedError as exc:
+                err.print(f"skipping this scan: {exc}", markup=False)
+            else:
+                for target in targets:
+                    report = _one_target(
+                        idx, loaded, target, force=force, workers=workers, as_json=as_json
+                    )
+                    reports.append(report)
+                    if as_json or not watch or report.touched or report.failed:
+                        _print_report(report, idx, as_json)
+        if not watch or stop.is_set():
+            return reports
+        held.close()
+        force, first = False, False
+        if not _wait(stop, interval):
+            return reports
+
+
+def _one_target(
+    idx: Index, loaded: LoadedSettings, target: Target, *, force: bool, workers: int, as_json: bool
+) -> SyncReport:
+    """Index one corpus from its folder, in two phases with their progress."""
     from guaipeca.cli.corpora import remember
     from guaipeca.convert import FileLimits
     from guaipeca.ingest import sync_folder
     from guaipeca.progress import JobProgress
 
-    while True:
-        reports = []
-        for target in targets:
-            with JobProgress(console=err, quiet=as_json) as job:
-                report = _two_phases(
-                    idx,
-                    job,
-                    target.name,
-                    functools.partial(
-                        sync_folder,
-                        idx,
-                        target.folder,
-                        corpus=target.name,
-                        cache_dir=loaded.data_dir / "converted",
-                        skip=[loaded.data_dir],
-                        force=force,
-                        workers=workers,
-                        wait=False,
-                        limits=FileLimits(**loaded.settings.limits.model_dump()),
-                        **target.options,
-                    ),
-                )
-            remember(loaded, target)
-            reports.append(report)
-            if as_json or not watch or report.touched or report.failed:
-                _print_report(report, idx, as_json)
-        if not watch or stop.is_set():
-            return reports
-        force = False
-        if not _wait(stop, interval):
-            return reports
+    with JobProgress(console=err, quiet=as_json) as job:
+        report = _two_phases(
+            idx,
+            job,
+            target.name,
+            functools.partial(
+                sync_folder,
+                idx,
+                target.folder,
+                corpus=target.name,
+                cache_dir=loaded.data_dir / "converted",
+                skip=[loaded.data_dir],
+                force=force,
+                workers=workers,
+                wait=False,
+                limits=FileLimits(**loaded.settings.limits.model_dump()),
+                **target.options,
+            ),
+        )
+    remember(loaded, target)
+    return report
 
 
 def _targets(loaded: LoadedSettings, names: list[str] | None, path: Path | None) -> list[Target]:

@@ -61,9 +61,13 @@ from guaipeca.server.schema import (
 from guaipeca.server.writes import WriteQueue
 from guaipeca.types import Chunk, Hit, IndexStats
 
-__all__ = ["Service"]
+__all__ = ["WRITER_WAIT_SECONDS", "Service"]
 
 log = logging.getLogger("guaipeca.server")
+
+#: How long a write waits for another process that writes the same corpus (a CLI
+#: ``guaipeca index``) before it fails, naming that process.
+WRITER_WAIT_SECONDS = 60.0
 
 
 # -- the service -------------------------------------------------------------------------
@@ -223,7 +227,7 @@ class Service:
             GuaipecaError: the corpus cannot be written (another model, locked, ...).
         """
         conf = self.corpus(corpus)
-        with self._write_lock:
+        with self._write_lock, self.index.writing([corpus], wait=WRITER_WAIT_SECONDS):
             return self._reindex_locked(conf, force=force)
 
     def _reindex_locked(self, conf: CorpusSettings, *, force: bool = False) -> SyncReport:
@@ -514,7 +518,7 @@ class Service:
             NotFoundError: no such document.
         """
         self.writable_corpus(corpus)
-        with self._write_lock:
+        with self._write_lock, self.index.writing([corpus], wait=WRITER_WAIT_SECONDS):
             doc = self.index.get_document(doc_id, corpus=corpus)
             path = self._file_of(corpus, doc_id, doc.source_path)
             deleted = False
