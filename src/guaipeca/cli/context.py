@@ -39,6 +39,8 @@ class State:
     """What the global options set for the command that runs."""
 
     config: str | None = None
+    #: The data folder of the settings loaded, named when its disk is full.
+    data_dir: Path | None = None
 
 
 state = State()
@@ -46,6 +48,7 @@ state = State()
 
 def current_settings(*, check_paths: bool = False) -> LoadedSettings:
     loaded = load_settings(state.config, cwd=Path.cwd(), check_paths=False)
+    state.data_dir = loaded.data_dir
     if check_paths:
         check_corpus_paths(loaded)
     return loaded

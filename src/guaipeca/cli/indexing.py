@@ -294,11 +294,15 @@ def _two_phases(
         return count
 
     keyword_done = threading.Event()
+    failed: list[Exception] = []
 
     def embed_meanwhile() -> None:
-        while not keyword_done.is_set():
-            if not embed_round():
-                keyword_done.wait(0.5)
+        try:
+            while not keyword_done.is_set():
+                if not embed_round():
+                    keyword_done.wait(0.5)
+        except Exception as exc:  # raised below, as one error of the command (a full disk)
+            failed.append(exc)
 
     started = time.perf_counter()
     helper = threading.Thread(target=embed_meanwhile, name="embed", daemon=True)
@@ -308,6 +312,8 @@ def _two_phases(
     finally:
         keyword_done.set()
         helper.join()
+    if failed:
+        raise failed[0]
     files.finish()
     embed_round()
     vectors.update(embedded[0], embedded[0])

@@ -115,6 +115,9 @@ class Index:
         self._background: BackgroundEmbedder | None = None
         #: Called by background embedding after each round (the server logs it).
         self.on_background_progress: EmbedProgress | None = None
+        #: Told when a background embedding run fails; returns True when it reported the
+        #: failure itself (else the traceback is logged). The server notes a full disk.
+        self.on_background_error: Callable[[Exception], bool] | None = None
         self._corpora = Corpora(self.path, backend, self._models)
 
     def _default_embedder(self) -> Embedder:
@@ -243,7 +246,12 @@ class Index:
         every few seconds."""
         with self._lock:
             if self._background is None:
-                self._background = BackgroundEmbedder(self._embed_behind)
+                self._background = BackgroundEmbedder(
+                    self._embed_behind,
+                    on_error=lambda exc: bool(
+                        self.on_background_error and self.on_background_error(exc)
+                    ),
+                )
         self._background.wake()
 
     def _embed_behind(self, stop: threading.Event) -> None:
