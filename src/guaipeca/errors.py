@@ -8,6 +8,11 @@ are module-private control-flow signals (a leading underscore) that never leave 
 
 from __future__ import annotations
 
+import errno
+import os
+import shutil
+from pathlib import Path
+
 
 class GuaipecaError(Exception):
     """Base class: the message is meant for a user, not a developer."""
@@ -111,3 +116,86 @@ class WriteQueueFullError(GuaipecaError):
 class StorageError(GuaipecaError):
     """The index's folder cannot be created or used: a file in the way, no permission, a
     read-only or special file system (such as /proc)."""
+
+
+class DiskFullError(StorageError):
+    """The disk (or the quota) that holds the data folder or a corpus folder is full. A user
+    error: what was committed stays, the write that failed left nothing half done, and the
+    next run after space is freed carries on (derived indexes are rebuilt on open)."""
+
+    def __init__(
+        self, folder: str | os.PathLike[str], *, quota: bool = False, note: str = ""
+    ) -> None:
+        self.folder = Path(folder)
+        self.free = free_bytes(self.folder)
+        self.quota = quota
+        if quota:
+            where = f"the disk quota is used up for {self.folder}"
+        else:
+            free = "" if self.free is None else f" ({_readable(self.free)} free)"
+            where = f"no space left on the disk holding {self.folder}{free}"
+        super().__init__(f"{where}; {note + '; ' if note else ''}{DISK_FULL_HINT}")
+
+
+#: How every :class:`DiskFullError` message ends (the web API answers such a tool error
+#: with HTTP 507).
+DISK_FULL_HINT = "free some space, then try again"
+
+
+# What a full disk looks like from the layers below: an OSError (ENOSPC, EDQUOT), SQLite's
+# SQLITE_FULL, and the Rust libraries' messages (tantivy says "No space left on device
+# (os error 28)").
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_FULL_TEXTS = ("database or disk is full", "no space left on device", "os error 28")
+_QUOTA_TEXTS = ("disk quota exceeded", f"os error {errno.EDQUOT}")
+
+
+def disk_full(exc: BaseException, folder: str | os.PathLike[str]) -> DiskFullError | None:
+    """A :class:`DiskFullError` naming ``folder`` when ``exc`` (or what caused it) says the
+    disk or quota is full, else None."""
+    kind = _full_kind(exc)
+    if isinstance(kind, DiskFullError):
+        return kind
+    return None if kind is None else DiskFullError(folder, quota=kind == "quota")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) says the disk or quota is full."""
+    return _full_kind(exc) is not None
+
+
+def _full_kind(exc: BaseException) -> DiskFullError | str | None:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, DiskFullError):
+            return current
+        code = current.errno if isinstance(current, OSError) else None
+        text = str(current).lower()
+        if code == errno.EDQUOT or any(t in text for t in _QUOTA_TEXTS):
+            return "quota"
+        if code in _FULL_ERRNOS or any(t in text for t in _FULL_TEXTS):
+            return "full"
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def free_bytes(folder: str | os.PathLike[str]) -> int | None:
+    """Free bytes on the disk holding ``folder`` (or its nearest existing parent)."""
+    path = Path(folder)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
+def _readable(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    for power, unit in ((3, "GiB"), (2, "MiB"), (1, "KiB")):
+        if n >= 1024**power:
+            return f"{n / 1024**power:.1f} {unit}"
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -161,6 +161,14 @@ class ConversionCache:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            self._write(tmp, converted)
+        except OSError:  # a full disk: leave no partial entry behind
+            tmp.unlink(missing_ok=True)
+            raise
+        os.replace(tmp, path)
+
+    def _write(self, tmp: Path, converted: Converted) -> None:
         tmp.write_text(
             json.dumps(
                 {
@@ -177,7 +185,6 @@ class ConversionCache:
             ),
             encoding="utf-8",
         )
-        os.replace(tmp, path)
 
 
 def cache_key(ocr: OcrOptions) -> str:

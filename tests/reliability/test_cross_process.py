@@ -8,8 +8,10 @@ from __future__ import annotations
 import base64
 import os
 import random
+import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -19,6 +21,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from guaipeca import Index
+from guaipeca.store.embedded.lock import read_holder
 from support import MemoEmbedder, free_port
 from support.reliability import (
     SCRIPT,
@@ -136,3 +139,64 @@ def test_cli_index_next_to_a_running_server(tmp_path: Path, real_embedder: MemoE
         failed_requests=len(errors),
         documents=len(disk),
     )
+
+
+def test_the_cli_is_told_when_the_server_writes_the_corpus(tmp_path: Path) -> None:
+    """The server holds the corpus while it indexes and embeds (frozen there with SIGSTOP,
+    so the test does not race it): ``guaipeca index`` names it and exits 1, and with
+    ``--wait`` it runs once the server has finished."""
+    folder, home = tmp_path / "docs", tmp_path / "home"
+    folder.mkdir()
+    home.mkdir()
+    rng = random.Random(7)
+    for i in range(40):
+        (folder / f"s-{i}.md").write_text(doc_text(rng, f"s-{i}.md", 1, paragraphs=3))
+    (home / "guaipeca.yaml").write_text(
+        f"corpora:\n  - name: docs\n    path: {folder}\n", encoding="utf-8"
+    )
+    env = {**os.environ, "GUAIPECA_HOME": str(home)}
+    lock = home / "data" / "index" / "corpora" / "docs" / "writer.lock"
+    port = free_port()
+    server = start_server(home, port)
+    try:
+        call = threading.Thread(
+            target=httpx2.post,
+            args=(f"http://127.0.0.1:{port}/api/tools/index",),
+            kwargs={"json": {"corpus": "docs"}, "timeout": 600},
+        )
+        call.start()
+        deadline = time.monotonic() + 300
+        while True:  # until the server is frozen while it holds the corpus
+            holder = read_holder(lock)
+            if holder is not None and holder.pid == server.pid:
+                os.kill(server.pid, signal.SIGSTOP)
+                holder = read_holder(lock)  # a release clears the file
+                if holder is not None and holder.pid == server.pid:
+                    break
+                os.kill(server.pid, signal.SIGCONT)
+            assert time.monotonic() < deadline, "the server never held the corpus"
+            time.sleep(0.01)
+        try:
+            refused = subprocess.run(
+                [str(SCRIPT), "index", "docs"], env=env, capture_output=True, text=True, timeout=300
+            )
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+        assert refused.returncode == 1
+        assert f"another process is writing to corpus 'docs': pid {server.pid}" in refused.stderr
+        assert "(guaipeca serve" in refused.stderr and "Traceback" not in refused.stderr
+        waited = subprocess.run(
+            [str(SCRIPT), "index", "docs", "--wait"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        call.join(600)
+    finally:
+        server.terminate()
+        server.wait(60)
+        _, server_err = drain(server)
+    assert waited.returncode == 0, waited.stderr
+    assert "0 added, 0 changed, 40 unchanged" in waited.stdout
+    assert "Traceback" not in server_err

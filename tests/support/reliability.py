@@ -8,6 +8,7 @@ appended as JSON lines to ``$GUAIPECA_RELIABILITY_REPORT`` when it is set.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -16,12 +17,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import psutil
+import pytest
 
 from guaipeca import Index
 from guaipeca.chunk import canonicalize
@@ -230,3 +232,21 @@ def make_service(root: Path, server: Mapping[str, Any] | None = None, docs: int 
 
 def rss_bytes() -> int:
     return int(psutil.Process().memory_info().rss)
+
+
+@contextlib.contextmanager
+def small_disk(folder: Path, size: str = "6m") -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted on ``folder`` for the block (a disk to fill); the test
+    is skipped when mounting is not permitted (not root, or no CAP_SYS_ADMIN)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs to fill ({mounted.stderr.strip() or 'not root'})")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -37,7 +38,7 @@ from guaipeca.cli.maintenance import check, compact, drop, migrate, reembed
 from guaipeca.cli.searching import search
 from guaipeca.cli.serving import install_service, serve
 from guaipeca.cli.status import corpora, status
-from guaipeca.errors import GuaipecaError
+from guaipeca.errors import GuaipecaError, disk_full
 
 __all__ = ["EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "EXIT_USER", "app", "main"]
 
@@ -130,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         err.print("interrupted")
         return 130
     except Exception as exc:
+        full = disk_full(exc, state.data_dir or Path.cwd())
+        if full is not None:  # not a bug: one line, like any user error
+            err.print(f"error: {full}", markup=False)
+            return EXIT_USER
         log.debug("internal error", exc_info=True)
         err.print(f"internal error: {type(exc).__name__}: {exc}")
         return EXIT_INTERNAL

@@ -2,21 +2,25 @@
 progress to stderr), the ``--config`` given on the command line, the settings it loads and
 the index they open.
 
-Exit codes: 0 ok, 1 a user-facing error (bad input, bad config, nothing indexed, …),
-2 a usage error, 3 an internal error (a bug: please report it).
+Exit codes: 0 ok, 1 a user-facing error (bad input, bad config, nothing indexed, another
+process writing the corpus, a full disk, …), 2 a usage error, 3 an internal error (a bug:
+please report it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+import typer
 from rich.console import Console
 
 from guaipeca.config import LoadedSettings, check_corpus_paths, load_settings
-from guaipeca.errors import GuaipecaError, StorageError
+from guaipeca.errors import GuaipecaError, IndexLockedError, StorageError
 from guaipeca.text.terminal import visible
 
 if TYPE_CHECKING:
@@ -61,6 +65,8 @@ class State:
     config: str | None = None
     #: ``--verbose``: more log lines, and every skipped file in an index summary.
     verbose: bool = False
+    #: The data folder of the settings loaded, named when its disk is full.
+    data_dir: Path | None = None
 
 
 state = State()
@@ -68,9 +74,15 @@ state = State()
 
 def current_settings(*, check_paths: bool = False) -> LoadedSettings:
     loaded = load_settings(state.config, cwd=Path.cwd(), check_paths=False)
+    state.data_dir = loaded.data_dir
     if check_paths:
         check_corpus_paths(loaded)
     return loaded
+
+
+def index_path(loaded: LoadedSettings) -> Path:
+    """Where the configured index lives (corpora, their catalogs and lock files)."""
+    return loaded.data_dir / "index"
 
 
 def open_index(
@@ -107,7 +119,7 @@ def open_index(
     backend = open_backend(s.storage)  # None: embedded, files under data_dir
     try:
         index = Index(
-            loaded.data_dir / "index",
+            index_path(loaded),
             embedder=models.default,
             settings=s.engine(),
             backend=backend,
@@ -129,3 +141,56 @@ def open_index(
 
 def plural(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+#: ``--wait`` and ``--wait-timeout``, shared by the commands that write a corpus.
+WaitOption = Annotated[
+    bool,
+    typer.Option(
+        "--wait",
+        help="When another process is writing the corpus, wait for it to finish instead of "
+        "exiting with code 1.",
+    ),
+]
+WaitTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--wait-timeout",
+        min=0,
+        help="Wait at most this many seconds for another writer, then exit with code 1 "
+        "(implies --wait).",
+    ),
+]
+
+
+@contextlib.contextmanager
+def writing(
+    loaded: LoadedSettings, corpora: Iterable[str], *, wait: bool, timeout: float | None
+) -> Iterator[None]:
+    """Be the one process writing these corpora while the block runs (``Index.writing``);
+    it needs no open index, so a refused run stops before loading anything.
+
+    Without ``wait`` another writer is an error (exit code 1) naming it; with it, one line
+    on stderr says who is waited for.
+
+    Raises:
+        IndexLockedError: another process writes one of them (and we do not wait, or the
+            timeout passed).
+    """
+    from guaipeca.index.corpora import hold_corpora
+
+    waits = wait or timeout is not None
+    stack = contextlib.ExitStack()
+    try:
+        stack.enter_context(
+            hold_corpora(
+                index_path(loaded),
+                corpora,
+                wait=timeout if waits else 0.0,
+                on_wait=lambda line: err.print(line, markup=False),
+            )
+        )
+    except IndexLockedError as exc:
+        raise IndexLockedError(f"{exc} (or pass --wait)" if not waits else str(exc)) from None
+    with stack:
+        yield

@@ -4,6 +4,7 @@ phases (searchable by keyword first, then embedded), once or again on every chan
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import signal
@@ -11,18 +12,21 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from guaipeca.cli.context import (
     EXIT_USER,
+    WaitOption,
+    WaitTimeoutOption,
     current_settings,
     err,
     open_index,
     out,
     plural,
     state,
+    writing,
 )
 from guaipeca.config import (
     DEFAULT_CORPUS,
@@ -31,7 +35,7 @@ from guaipeca.config import (
     check_corpus_paths,
     did_you_mean,
 )
-from guaipeca.errors import GuaipecaError
+from guaipeca.errors import GuaipecaError, IndexLockedError
 
 if TYPE_CHECKING:
     from guaipeca.cli.corpora import Target
@@ -85,37 +89,55 @@ def index(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the summary as JSON, for scripts.")
     ] = False,
+    wait: WaitOption = False,
+    wait_timeout: WaitTimeoutOption = None,
 ) -> None:
     """Index corpora: new and changed files are added, and removed files leave the index.
-    Exits 1 when no file at all could be indexed."""
-    from guaipeca.cli.corpora import settle_folders
+    Exits 1 when no file at all could be indexed.
 
+    One process writes a corpus at a time: when another one is (an index run, a server),
+    this exits with code 1 naming it, or waits for it with --wait."""
     loaded = current_settings()
     targets = _targets(loaded, corpora, path)
-    idx = open_index(loaded)
-    try:
-        targets = settle_folders(loaded, idx, targets, replace=replace, err=err)
-    except BaseException:
-        idx.close()
-        raise
-    stop = threading.Event()
-    if watch:
-        _announce_watch(targets, interval, stop)
-    try:
-        reports = _index_rounds(
-            idx,
-            loaded,
-            targets,
-            force=force,
-            workers=workers,
-            watch=watch,
-            interval=interval,
-            as_json=as_json,
-            stop=stop,
-        )
-    finally:
-        idx.close()
+    hold = functools.partial(writing, loaded, wait=wait, timeout=wait_timeout)
+    targets, reports = _held_rounds(
+        loaded,
+        targets,
+        hold,
+        replace=replace,
+        force=force,
+        workers=workers,
+        watch=watch,
+        interval=interval,
+        as_json=as_json,
+    )
     _exit_if_nothing_indexed(targets, reports)
+
+
+def _held_rounds(
+    loaded: LoadedSettings,
+    targets: list[Target],
+    hold: Callable[[list[str]], contextlib.AbstractContextManager[None]],
+    *,
+    replace: bool,
+    **rounds: Any,
+) -> tuple[list[Target], list[SyncReport]]:
+    """Open the index and run the rounds while holding the corpora: before the index is
+    opened (a refused run loads nothing), and again once the folders are settled (the
+    corpus may be another); --watch lets go after the first round (_index_rounds), so a
+    server or another run can write between two scans. Returns the settled targets
+    and the last round's reports."""
+    from guaipeca.cli.corpora import settle_folders
+
+    with contextlib.ExitStack() as held:
+        held.enter_context(hold([t.name for t in targets]))
+        idx = open_index(loaded)
+        try:
+            targets = settle_folders(loaded, idx, targets, replace=replace, err=err)
+            held.enter_context(hold([t.name for t in targets]))
+            return targets, _index_rounds(idx, loaded, targets, held, **rounds)
+        finally:
+            idx.close()
 
 
 def _exit_if_nothing_indexed(targets: list[Target], reports: list[SyncReport]) -> None:
@@ -156,52 +178,77 @@ def _index_rounds(
     idx: Index,
     loaded: LoadedSettings,
     targets: list[Target],
+    held: contextlib.ExitStack,
     *,
     force: bool,
     workers: int,
     watch: bool,
     interval: float,
     as_json: bool,
-    stop: threading.Event,
 ) -> list[SyncReport]:
     """Index every target once, or with ``watch`` again after every ``interval`` until
-    ``stop``; the reports of the last round."""
+    ``stop``; the reports of the last round. The first round runs in the caller's hold of
+    the corpora (``held``, let go after it); each later one takes them again, and is
+    skipped while another process writes them."""
+    stop = threading.Event()
+    if watch:
+        _announce_watch(targets, interval, stop)
+    reports: list[SyncReport] = []
+    first = True
+    while True:
+        reports = []
+        with contextlib.ExitStack() as hold:
+            try:
+                if not first:
+                    hold.enter_context(idx.writing([t.name for t in targets]))
+            except IndexLockedError as exc:
+                err.print(f"skipping this scan: {exc}", markup=False)
+            else:
+                for target in targets:
+                    report = _one_target(
+                        idx, loaded, target, force=force, workers=workers, as_json=as_json
+                    )
+                    reports.append(report)
+                    if as_json or not watch or report.touched or report.failed:
+                        _print_report(report, idx, as_json)
+        if not watch or stop.is_set():
+            return reports
+        held.close()
+        force, first = False, False
+        if not _wait(stop, interval):
+            return reports
+
+
+def _one_target(
+    idx: Index, loaded: LoadedSettings, target: Target, *, force: bool, workers: int, as_json: bool
+) -> SyncReport:
+    """Index one corpus from its folder, in two phases with their progress."""
     from guaipeca.cli.corpora import remember
     from guaipeca.convert import FileLimits
     from guaipeca.ingest import sync_folder
     from guaipeca.progress import JobProgress
 
-    while True:
-        reports = []
-        for target in targets:
-            with JobProgress(console=err, quiet=as_json) as job:
-                report = _two_phases(
-                    idx,
-                    job,
-                    target.name,
-                    functools.partial(
-                        sync_folder,
-                        idx,
-                        target.folder,
-                        corpus=target.name,
-                        cache_dir=loaded.data_dir / "converted",
-                        skip=[loaded.data_dir],
-                        force=force,
-                        workers=workers,
-                        wait=False,
-                        limits=FileLimits(**loaded.settings.limits.model_dump()),
-                        **target.options,
-                    ),
-                )
-            remember(loaded, target)
-            reports.append(report)
-            if as_json or not watch or report.touched or report.failed:
-                _print_report(report, idx, as_json)
-        if not watch or stop.is_set():
-            return reports
-        force = False
-        if not _wait(stop, interval):
-            return reports
+    with JobProgress(console=err, quiet=as_json) as job:
+        report = _two_phases(
+            idx,
+            job,
+            target.name,
+            functools.partial(
+                sync_folder,
+                idx,
+                target.folder,
+                corpus=target.name,
+                cache_dir=loaded.data_dir / "converted",
+                skip=[loaded.data_dir],
+                force=force,
+                workers=workers,
+                wait=False,
+                limits=FileLimits(**loaded.settings.limits.model_dump()),
+                **target.options,
+            ),
+        )
+    remember(loaded, target)
+    return report
 
 
 def _targets(loaded: LoadedSettings, names: list[str] | None, path: Path | None) -> list[Target]:
@@ -279,11 +326,15 @@ def _two_phases(
         return count
 
     keyword_done = threading.Event()
+    failed: list[Exception] = []
 
     def embed_meanwhile() -> None:
-        while not keyword_done.is_set():
-            if not embed_round():
-                keyword_done.wait(0.5)
+        try:
+            while not keyword_done.is_set():
+                if not embed_round():
+                    keyword_done.wait(0.5)
+        except Exception as exc:  # raised below, as one error of the command (a full disk)
+            failed.append(exc)
 
     started = time.perf_counter()
     helper = threading.Thread(target=embed_meanwhile, name="embed", daemon=True)
@@ -293,6 +344,8 @@ def _two_phases(
     finally:
         keyword_done.set()
         helper.join()
+    if failed:
+        raise failed[0]
     files.finish()
     embed_round()
     vectors.update(embedded[0], embedded[0])

@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from guaipeca.cli.context import current_settings, err, open_index, out, plural
+from guaipeca.cli.context import (
+    WaitOption,
+    WaitTimeoutOption,
+    current_settings,
+    err,
+    open_index,
+    out,
+    plural,
+    writing,
+)
 from guaipeca.errors import GuaipecaError
 
 if TYPE_CHECKING:
@@ -23,6 +32,8 @@ def drop(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Do not ask for a confirmation first.")
     ] = False,
+    wait: WaitOption = False,
+    wait_timeout: WaitTimeoutOption = None,
 ) -> None:
     """Delete a corpus from the index, after asking. Its source files are not touched."""
     from guaipeca.cli.corpora import run_drop
@@ -30,7 +41,8 @@ def drop(
     loaded = current_settings()
     idx = open_index(loaded, keyword_only=True)
     try:
-        run_drop(loaded, idx, corpus, yes=yes, out=out, err=err)
+        with writing(loaded, [corpus], wait=wait, timeout=wait_timeout):
+            run_drop(loaded, idx, corpus, yes=yes, out=out, err=err)
     finally:
         idx.close()
 
@@ -46,12 +58,24 @@ def migrate(
     restart: Annotated[
         bool, typer.Option("--restart", help="Ignore the checkpoint of an earlier run.")
     ] = False,
+    wait: WaitOption = False,
+    wait_timeout: WaitTimeoutOption = None,
 ) -> None:
     """Copy the index to another backend (embedded <-> qdrant) without re-embedding;
     resumes after an interruption."""
     from guaipeca.cli.migrate import run_migrate
 
-    run_migrate(current_settings(), to, corpora, batch=batch, restart=restart, out=out, err=err)
+    loaded = current_settings()
+    run_migrate(
+        loaded,
+        to,
+        corpora,
+        batch=batch,
+        restart=restart,
+        hold=lambda names: writing(loaded, names, wait=wait, timeout=wait_timeout),
+        out=out,
+        err=err,
+    )
 
 
 def reembed(
@@ -60,6 +84,8 @@ def reembed(
         typer.Argument(help="Corpora to re-embed (default: every corpus on another model)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    wait: WaitOption = False,
+    wait_timeout: WaitTimeoutOption = None,
 ) -> None:
     """Re-embed stored chunks with the configured model (no re-conversion); resumes after an
     interruption, keyword search keeps working meanwhile, and the switch is atomic."""
@@ -68,11 +94,12 @@ def reembed(
     try:
         names = list(corpora) if corpora else list(idx.mismatched_corpora)
         reports = []
-        for name in names:
-            report = _reembed_one(idx, name, quiet=as_json)
-            reports.append(report)
-            if not as_json:
-                out.print(_reembed_line(report))
+        with writing(loaded, names, wait=wait, timeout=wait_timeout):
+            for name in names:
+                report = _reembed_one(idx, name, quiet=as_json)
+                reports.append(report)
+                if not as_json:
+                    out.print(_reembed_line(report))
         if as_json:
             out.print_verbatim(json.dumps([dataclasses.asdict(r) for r in reports]))
         elif not names:
@@ -105,17 +132,21 @@ def compact(
     corpora: Annotated[
         list[str] | None, typer.Argument(help="The corpora to compact. Without one, every corpus.")
     ] = None,
+    wait: WaitOption = False,
+    wait_timeout: WaitTimeoutOption = None,
 ) -> None:
     """Reclaim space left by deleted documents and refresh BM25 statistics."""
     loaded = current_settings()
     idx = open_index(loaded)
     try:
-        for name in corpora or idx.corpora:
-            before = next((c for c in idx.stats().corpora if c.name == name), None)
-            idx.compact(name)
-            after = next(c for c in idx.stats().corpora if c.name == name)
-            freed = (before.deleted_slots if before else 0) - after.deleted_slots
-            out.print(f"{name}: compacted ({freed} deleted chunk slots reclaimed)")
+        names = corpora or idx.corpora
+        with writing(loaded, names, wait=wait, timeout=wait_timeout):
+            for name in names:
+                before = next((c for c in idx.stats().corpora if c.name == name), None)
+                idx.compact(name)
+                after = next(c for c in idx.stats().corpora if c.name == name)
+                freed = (before.deleted_slots if before else 0) - after.deleted_slots
+                out.print(f"{name}: compacted ({freed} deleted chunk slots reclaimed)")
     finally:
         idx.close()
 

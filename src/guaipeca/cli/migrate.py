@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -48,10 +50,12 @@ def run_migrate(
     *,
     batch: int,
     restart: bool,
+    hold: Callable[[list[str]], AbstractContextManager[None]],
     out: Console,
     err: Console,
 ) -> None:
-    """Copy every (or the named) corpus from the configured backend to ``to``.
+    """Copy every (or the named) corpus from the configured backend to ``to``, each held
+    (``hold``: its writer lock) while it is copied.
 
     Raises:
         GuaipecaError: a bad target, nothing to copy, or a backend that cannot be reached.
@@ -88,9 +92,9 @@ def run_migrate(
             raise GuaipecaError(f"the {current} index has no corpora to copy")
         for name in names:
             store = source.store(name)
-            target.create_corpus(name, language=store.language)
             started = time.perf_counter()
-            with JobProgress(console=err) as job:
+            with hold([name]), JobProgress(console=err) as job:
+                target.create_corpus(name, language=store.language)
                 report = migrate_corpus(
                     store,
                     target.store(name),

@@ -20,8 +20,15 @@ class BackgroundEmbedder:
     run makes one more run afterwards, so work committed meanwhile is never left behind.
     """
 
-    def __init__(self, work: Callable[[threading.Event], object]) -> None:
+    def __init__(
+        self,
+        work: Callable[[threading.Event], object],
+        on_error: Callable[[Exception], bool] | None = None,
+    ) -> None:
         self._work = work
+        # Told of a failed run; True: it reported the failure itself (a full disk, in one
+        # line), so no traceback is logged.
+        self._on_error = on_error
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._idle = threading.Event()
@@ -63,8 +70,9 @@ class BackgroundEmbedder:
             self._wake.clear()
             try:
                 self._work(self._stop)
-            except Exception:  # a failed round stays pending; the next wake retries it
-                log.exception("background embedding failed; pending chunks stay pending")
+            except Exception as exc:  # a failed round stays pending; the next wake retries it
+                if self._on_error is None or not self._on_error(exc):
+                    log.exception("background embedding failed; pending chunks stay pending")
             with self._lock:
                 if not self._wake.is_set():
                     self._idle.set()

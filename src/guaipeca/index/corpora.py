@@ -4,11 +4,13 @@ the ones that cannot be opened, and why a backend server cannot be reached."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from guaipeca.config import did_you_mean
@@ -24,10 +26,11 @@ from guaipeca.errors import (
 )
 from guaipeca.index.checks import location_problem
 from guaipeca.index.models import Models
-from guaipeca.store.contract import Backend, CorpusStore
+from guaipeca.store.contract import Backend, CorpusStore, valid_corpus_name
 from guaipeca.store.embedded.corpus import Corpus
+from guaipeca.store.embedded.lock import claim_writer
 
-__all__ = ["Corpora"]
+__all__ = ["Corpora", "hold_corpora"]
 
 _REDISCOVER_SECONDS = 10.0
 
@@ -222,3 +225,35 @@ class Corpora:
         for corpus in self.stores.values():
             corpus.close()
         self.stores.clear()
+
+
+@contextlib.contextmanager
+def hold_corpora(
+    path: Path | None,
+    corpora: Iterable[str],
+    *,
+    wait: float | None = 0.0,
+    on_wait: Callable[[str], None] | None = None,
+) -> Iterator[None]:
+    """Hold the writer locks of these corpora of the index at ``path`` (one file in each
+    corpus folder, taken in name order so two holders of several never deadlock); nothing
+    to take without a path. See :meth:`guaipeca.index.Index.writing`.
+
+    Raises:
+        IndexLockedError: another process writes one of them.
+    """
+    names = sorted({valid_corpus_name(n) for n in corpora})
+    if path is None:
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        for name in names:
+            stack.enter_context(
+                claim_writer(
+                    path / "corpora" / name / "writer.lock",
+                    what=f"corpus {name!r}",
+                    wait=wait,
+                    on_wait=on_wait,
+                )
+            )
+        yield

@@ -7,6 +7,7 @@ identical rankings.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import math
@@ -23,13 +24,14 @@ from guaipeca.embed import (
     default_embedder,
 )
 from guaipeca.errors import (
+    IndexLockedError,
     InvalidArgumentError,
     NotFoundError,
 )
 from guaipeca.index import pipeline, ranking, results
 from guaipeca.index.background import BackgroundEmbedder
 from guaipeca.index.checks import check_vectors, checkpoint, parse_chunk_id, snowball_language
-from guaipeca.index.corpora import Corpora
+from guaipeca.index.corpora import Corpora, hold_corpora
 from guaipeca.index.heap import trim_c_heap
 from guaipeca.index.models import Models
 from guaipeca.index.results import Scored
@@ -60,6 +62,10 @@ if TYPE_CHECKING:
     from guaipeca.store.embedded.verify import CheckReport
 
 __all__ = ["Index"]
+
+# How long background embedding waits before it looks again at a corpus another process
+# is writing (that process usually embeds the pending chunks itself).
+_CLAIMED_RETRY_SECONDS = 5.0
 
 
 class Index:
@@ -109,6 +115,9 @@ class Index:
         self._background: BackgroundEmbedder | None = None
         #: Called by background embedding after each round (the server logs it).
         self.on_background_progress: EmbedProgress | None = None
+        #: Told when a background embedding run fails; returns True when it reported the
+        #: failure itself (else the traceback is logged). The server notes a full disk.
+        self.on_background_error: Callable[[Exception], bool] | None = None
         self._corpora = Corpora(self.path, backend, self._models)
 
     def _default_embedder(self) -> Embedder:
@@ -232,13 +241,50 @@ class Index:
 
     def embed_in_background(self) -> None:
         """Embed pending chunks in a background thread (started on first use); reads and
-        writes go on meanwhile. Call it after ``add_documents(..., wait=False)``."""
+        writes go on meanwhile. Call it after ``add_documents(..., wait=False)``. A corpus
+        another process is writing (see :meth:`writing`) is left to it, and looked at again
+        every few seconds."""
         with self._lock:
             if self._background is None:
                 self._background = BackgroundEmbedder(
-                    lambda stop: self.embed_pending(stop=stop, progress=self.on_background_progress)
+                    self._embed_behind,
+                    on_error=lambda exc: bool(
+                        self.on_background_error and self.on_background_error(exc)
+                    ),
                 )
         self._background.wake()
+
+    def _embed_behind(self, stop: threading.Event) -> None:
+        while True:
+            claimed = False
+            for name in self.corpora:
+                try:
+                    with self.writing([name]):
+                        self.embed_pending(name, stop=stop, progress=self.on_background_progress)
+                except IndexLockedError:
+                    claimed = True
+            if not claimed or stop.wait(_CLAIMED_RETRY_SECONDS):
+                return
+
+    def writing(
+        self,
+        corpora: Iterable[str],
+        *,
+        wait: float | None = 0.0,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> contextlib.AbstractContextManager[None]:
+        """Be the one process that writes these corpora while the block runs (a lock file
+        in each corpus folder; readers never take it). Any thread of this process may
+        write them meanwhile. Without a folder (in memory) there is nothing to take.
+
+        ``wait``: seconds to wait for another process (0: none; None: as long as it takes);
+        ``on_wait`` is told once, in one line, who is waited for.
+
+        Raises:
+            IndexLockedError: another process writes one of them (the message names it:
+                pid, command, since when).
+        """
+        return hold_corpora(self.path, corpora, wait=wait, on_wait=on_wait)
 
     def wait_for_embedding(self, timeout: float | None = None) -> bool:
         """Wait until background embedding has nothing left to do; False on timeout."""

@@ -267,7 +267,11 @@ class _PlainRoutes:
         except Exception:
             log.exception("health check failed")
             return JSONResponse({"status": "error", "version": __version__}, status_code=503)
-        return JSONResponse(_health_body(backend, stats, sorted(index.broken_corpora)))
+        body = _health_body(backend, stats, sorted(index.broken_corpora))
+        problem = self.service.disk_problem()
+        if problem is not None:  # searches work; writes fail until space is freed
+            body.update(status="degraded", reason=problem)
+        return JSONResponse(body)
 
     async def tools(self, request: Request) -> Response:
         listed = await self.server.list_tools()

@@ -42,7 +42,13 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from guaipeca.config import ServerSettings
-from guaipeca.errors import AuthError, ConfigError, UnsafePathError
+from guaipeca.errors import (
+    DISK_FULL_HINT,
+    AuthError,
+    ConfigError,
+    UnsafePathError,
+    is_disk_full,
+)
 from guaipeca.server.asgi import IDENTITY_SCOPE_KEY, client_ip, error_response, refuse
 from guaipeca.server.limits import TokenBucket
 
@@ -356,7 +362,14 @@ class SanitizedErrorsMiddleware:
                 elif not finished:
                     log.info("shutting down: closed the stream of %s", where)
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except Exception:
+        except Exception as exc:
+            if is_disk_full(exc):  # not a bug: one line, and HTTP's "insufficient storage"
+                log.warning("%s failed: the disk is full (%s)", where, exc)
+                if not started:
+                    await error_response(507, f"the server's disk is full; {DISK_FULL_HINT}")(
+                        scope, receive, send
+                    )
+                return
             log.exception("unhandled error on %s", where)
             if not started:
                 await error_response(500, "internal error")(scope, receive, send)

@@ -13,6 +13,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from guaipeca import __version__
@@ -22,10 +23,13 @@ from guaipeca.embed import identity_of
 from guaipeca.errors import (
     BackendUnavailableError,
     ConversionError,
+    DiskFullError,
     GuaipecaError,
     InvalidArgumentError,
     NotFoundError,
     StoppedError,
+    disk_full,
+    free_bytes,
 )
 from guaipeca.index import Index
 from guaipeca.ingest import ConversionCache, SyncReport, cache_key, contained, sync_folder
@@ -61,9 +65,16 @@ from guaipeca.server.schema import (
 from guaipeca.server.writes import WriteQueue
 from guaipeca.types import Chunk, Hit, IndexStats
 
-__all__ = ["Service"]
+__all__ = ["WRITER_WAIT_SECONDS", "Service"]
 
 log = logging.getLogger("guaipeca.server")
+
+#: How long a write waits for another process that writes the same corpus (a CLI
+#: ``guaipeca index``) before it fails, naming that process.
+WRITER_WAIT_SECONDS = 60.0
+# After a write failed on a full disk, /health says "degraded" until a write succeeds or
+# this much more space is free than when it failed.
+_FREED_BYTES = 1 << 20
 
 
 # -- the service -------------------------------------------------------------------------
@@ -80,6 +91,8 @@ class Service:
         self._write_lock = threading.Lock()
         self._state_lock = threading.Lock()
         self._running: tuple[str, float] | None = None
+        # The last write that failed on a full disk: (message, folder, free bytes then).
+        self._disk_full: tuple[str, Path, int | None] | None = None
         #: Tool calls running and done, for giving memory back when idle (server/idle.py).
         self.tool_calls = ToolCalls()
         #: Requests and tool calls per caller (the HTTP rate limit and the tools share it).
@@ -98,6 +111,7 @@ class Service:
             if c.name in index.corpora:
                 index.set_corpus_weight(c.name, c.weight)
         index.on_background_progress = RoundLog("embedding", "chunks", log.info)
+        index.on_background_error = self._background_failed
         index.embed_in_background()  # embedding runs behind reads; resumes a killed run's
 
     @property
@@ -225,7 +239,11 @@ class Service:
             GuaipecaError: the corpus cannot be written (another model, locked, ...).
         """
         conf = self.corpus(corpus)
-        with self._write_lock:
+        with (
+            self._write_lock,
+            self.index.writing([corpus], wait=WRITER_WAIT_SECONDS),
+            self.watching_disk(self.loaded.data_dir),
+        ):
             return self._reindex_locked(conf, force=force)
 
     def _reindex_locked(self, conf: CorpusSettings, *, force: bool = False) -> SyncReport:
@@ -296,6 +314,52 @@ class Service:
             chunks=stats.chunks if stats else 0,
             seconds=round(report.seconds, 3),
         )
+
+    # -- a full disk -------------------------------------------------------------------
+    @contextlib.contextmanager
+    def watching_disk(self, folder: Path) -> Iterator[None]:
+        """Turn a full disk met in the block into a :class:`DiskFullError` naming
+        ``folder`` (one line, no traceback), noted for /health; a block that succeeds
+        clears the note.
+
+        Raises:
+            DiskFullError: the block failed on a full disk (or quota).
+        """
+        try:
+            yield
+        except Exception as exc:
+            full = disk_full(exc, folder)
+            if full is None:
+                raise
+            self._note_disk_full(full)
+            raise full from None
+        with self._state_lock:
+            self._disk_full = None
+
+    def _note_disk_full(self, full: DiskFullError) -> None:
+        log.warning("a write failed: %s", full)
+        with self._state_lock:
+            self._disk_full = (self.sanitise(str(full)), full.folder, full.free)
+
+    def _background_failed(self, exc: Exception) -> bool:
+        full = disk_full(exc, self.loaded.data_dir)
+        if full is not None:
+            self._note_disk_full(full)
+        return full is not None
+
+    def disk_problem(self) -> str | None:
+        """Why writes fail (a full disk), until a write succeeds or space is freed."""
+        with self._state_lock:
+            noted = self._disk_full
+        if noted is None:
+            return None
+        message, folder, free_then = noted
+        free = free_bytes(folder)
+        if free is not None and free >= (free_then or 0) + _FREED_BYTES:
+            with self._state_lock:
+                self._disk_full = None
+            return None
+        return message
 
     # -- reading -----------------------------------------------------------------------
     def chunk_out(self, chunk: Chunk) -> ChunkOut:
@@ -471,19 +535,31 @@ class Service:
         sha = hashlib.sha256(data).hexdigest()
         # The folder is checked again once made: one swapped for a link meanwhile.
         inside = functools.partial(self._inside, corpus, root)
-        replaced = (
-            False
-            if same
-            else write_upload(target, data, overwrite=overwrite, shown=shown, made=inside)
-        )
+        new = not same and not os.path.lexists(target)
+        with self.watching_disk(root):
+            replaced = (
+                False
+                if same
+                else write_upload(target, data, overwrite=overwrite, shown=shown, made=inside)
+            )
         log.info("upload: wrote %s (%d bytes) into corpus %s", rel, len(data), corpus)
-        # Keep the conversion, so the indexing run below need not convert again.
-        ConversionCache(self.loaded.data_dir / "converted", cache_key(ocr)).put(sha, converted)
-        indexed = (
-            self._index_upload(corpus, shown)
-            if (up.auto_index if index is None else index)
-            else None
-        )
+        try:
+            with self.watching_disk(self.loaded.data_dir):
+                # Keep the conversion, so the indexing run below need not convert again.
+                cache = ConversionCache(self.loaded.data_dir / "converted", cache_key(ocr))
+                cache.put(sha, converted)
+                indexed = (
+                    self._index_upload(corpus, shown)
+                    if (up.auto_index if index is None else index)
+                    else None
+                )
+        except DiskFullError as exc:
+            if not new:  # a file replaced: the index still serves its earlier version
+                raise
+            # Not indexed: a file left in the folder would only be indexed by a later run.
+            target.unlink(missing_ok=True)
+            fsync_dir(target.parent)
+            raise DiskFullError(exc.folder, quota=exc.quota, note=f"{shown} was not kept") from None
         return UploadOut(
             corpus=corpus,
             doc_id=rel,
@@ -503,6 +579,8 @@ class Service:
                 f"{shown} was saved, but the server is shutting down before it was indexed; "
                 "send it again once the server is back (the same bytes are accepted)"
             ) from exc
+        except DiskFullError:
+            raise  # the upload removes the file it wrote
         except GuaipecaError as exc:
             raise GuaipecaError(f"{shown} was saved, but indexing failed: {exc}") from exc
 
@@ -516,7 +594,11 @@ class Service:
             NotFoundError: no such document.
         """
         self.writable_corpus(corpus)
-        with self._write_lock:
+        with (
+            self._write_lock,
+            self.index.writing([corpus], wait=WRITER_WAIT_SECONDS),
+            self.watching_disk(self.loaded.data_dir),
+        ):
             doc = self.index.get_document(doc_id, corpus=corpus)
             path = self._file_of(corpus, doc_id, doc.source_path)
             deleted = False

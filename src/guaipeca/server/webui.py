@@ -36,7 +36,14 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from guaipeca.errors import GuaipecaError, NotFoundError, StoppedError, WriteQueueFullError
+from guaipeca.errors import (
+    DISK_FULL_HINT,
+    DiskFullError,
+    GuaipecaError,
+    NotFoundError,
+    StoppedError,
+    WriteQueueFullError,
+)
 from guaipeca.server.asgi import error_response
 from guaipeca.server.limits import json_body
 from guaipeca.server.service import Service
@@ -184,8 +191,10 @@ class _WebApi:
         if not isinstance(result, CallToolResult):  # no tool of ours asks for input
             return error_response(500, "internal error")
         if result.is_error:
-            texts = [c.text for c in result.content if isinstance(c, TextContent)]
-            return error_response(400, service.sanitise(" ".join(texts) or "the tool failed"))
+            text = " ".join(c.text for c in result.content if isinstance(c, TextContent))
+            # A write that failed on a full disk: HTTP's "insufficient storage".
+            status = 507 if name in WRITE_TOOLS and text.endswith(DISK_FULL_HINT) else 400
+            return error_response(status, service.sanitise(text or "the tool failed"))
         return JSONResponse(result.structured_content or {})
 
     async def render(self, request: Request) -> Response:
@@ -242,6 +251,8 @@ class _WebApi:
             return error_response(429, str(exc), {"Retry-After": str(exc.retry_after)})
         except StoppedError as exc:
             return error_response(503, service.sanitise(str(exc)))
+        except DiskFullError as exc:
+            return error_response(507, service.sanitise(str(exc)))
         except GuaipecaError as exc:
             return error_response(400, service.sanitise(str(exc)))
         return JSONResponse(out.model_dump(mode="json"))

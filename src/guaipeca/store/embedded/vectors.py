@@ -8,6 +8,7 @@ it); ``compact`` writes a new file and the catalog switches to it in its commit.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import mmap
 import os
@@ -273,7 +274,13 @@ class FileVectors:
             if needed > len(self._map):
                 rows = _grown(len(self._map), needed)
                 with self.path.open("r+b") as fh:
+                    old = os.fstat(fh.fileno()).st_size
                     fh.truncate(_HEADER.size + rows * 4 * self.dim)
+                    try:
+                        _allocate(fh.fileno(), old, _HEADER.size + rows * 4 * self.dim)
+                    except OSError:
+                        fh.truncate(old)
+                        raise
                 self._map = self._open()
             self._map[slots] = vectors
 
@@ -306,14 +313,36 @@ def write_vector_file(path: Path, vectors: F32) -> None:
     rows = len(vectors)
     capacity = _grown(0, rows) if rows else 0
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as fh:
-        fh.write(_HEADER.pack(_MAGIC, _FORMAT, dim))
-        fh.write(vectors.tobytes())
-        fh.truncate(_HEADER.size + capacity * 4 * dim)
-        fh.flush()
-        os.fsync(fh.fileno())
+    try:
+        with tmp.open("wb") as fh:
+            fh.write(_HEADER.pack(_MAGIC, _FORMAT, dim))
+            fh.write(vectors.tobytes())
+            fh.truncate(_HEADER.size + capacity * 4 * dim)
+            fh.flush()
+            _allocate(fh.fileno(), _HEADER.size + rows * 4 * dim, _HEADER.size + capacity * 4 * dim)
+            os.fsync(fh.fileno())
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
     _fsync_dir(path.parent)
+
+
+def _allocate(fd: int, start: int, end: int) -> None:
+    """Give the file's bytes ``[start, end)`` real disk blocks now. A file grown by
+    ``truncate`` is sparse: a full disk would show only when a write through the memory map
+    touches a hole, as a SIGBUS that kills the process; here it is an OSError (ENOSPC).
+
+    Raises:
+        OSError: the disk is full (or another error of the file system).
+    """
+    if end <= start:
+        return
+    try:
+        os.posix_fallocate(fd, start, end - start)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):  # no fallocate here: sparse
+            raise
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -221,7 +221,9 @@ def _lexical(corpus: Corpus, reembed: Reembed | None) -> list[str]:
             state = {}
         if not (isinstance(state, dict) and state.get("clean") is True):
             out.append("lexical: the index is marked as being written (a write was interrupted)")
-        elif state.get("generation") != generation:
+        # "same_as": the embedding phase moved the catalog on without touching the index, or
+        # its commit failed (the catalog stayed at the older generation).
+        elif generation not in (state.get("generation"), state.get("same_as")):
             out.append(
                 f"lexical: the index matches catalog generation {state.get('generation')}, "
                 f"the catalog is at {generation}"

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from guaipeca.errors import IndexCorruptError
+from guaipeca.errors import DiskFullError, IndexCorruptError, disk_full, free_bytes
 from guaipeca.store.contract import ChunkRow
 
 __all__ = ["CHUNK_SELECT", "EMBEDDED", "IDENTITY", "chunk_row", "connect", "damaged"]
@@ -62,9 +62,22 @@ def connect(target: str) -> sqlite3.Connection:
 IDENTITY = ("provider", "model", "dimension", "query_prefix", "passage_prefix", "weights_sha256")
 
 
+# Below this much free space, a "disk I/O error" is taken for a full disk: SQLite reports
+# some failed writes (of the WAL index, of a checkpoint) as I/O errors, not SQLITE_FULL.
+_NEARLY_FULL = 1 << 20
+
+
 def damaged(path: Path | None, exc: sqlite3.DatabaseError) -> Exception:
-    """A damaged database file is a clear error; a busy or locked one stays what it is."""
+    """A damaged database file is a clear error, and a full disk another (the catalog is
+    not damaged: the failed transaction rolled back); a busy or locked one stays what it is."""
     text = str(exc).lower()
+    if path is not None:
+        full = disk_full(exc, path.parent)
+        free = free_bytes(path.parent)
+        if full is None and "disk i/o" in text and free is not None and free < _NEARLY_FULL:
+            full = DiskFullError(path.parent)
+        if full is not None:
+            return full
     if isinstance(exc, sqlite3.OperationalError) and not any(
         word in text
         for word in ("malformed", "not a database", "disk i/o", "corrupt", "could not decode")

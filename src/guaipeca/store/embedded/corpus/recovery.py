@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from guaipeca.embed.identity import EmbedderIdentity
-from guaipeca.errors import ConfigError, IndexCorruptError
+from guaipeca.errors import ConfigError, IndexCorruptError, disk_full
 from guaipeca.lexical import Analyzer, LexicalIndex
 from guaipeca.store.embedded.catalog import Catalog
 from guaipeca.store.embedded.lock import WriteLock
@@ -317,8 +317,12 @@ class Recovery:
             return
         try:
             self._rebuild_lexical(self.catalog.generation())
-        except Exception:  # pragma: no cover - the marker stays dirty; next open rebuilds
-            log.exception("corpus %s: lexical rebuild after a failed write failed", self.name)
+        except Exception as exc:  # the marker stays dirty: the next open rebuilds it
+            full = disk_full(exc, self.folder or ".")
+            if full is None:  # pragma: no cover - not a full disk: keep the details
+                log.exception("corpus %s: lexical rebuild after a failed write failed", self.name)
+            else:
+                log.warning("corpus %s: keyword index rebuilt at next open: %s", self.name, full)
 
 
 def refuse_lost_catalog(name: str, folder: Path) -> None:

@@ -3,12 +3,14 @@ catalog commit last), deletes, the embedding phase's fills, and the vector backu
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from guaipeca.errors import disk_full
 from guaipeca.store.contract import PreparedDocument
 from guaipeca.store.embedded.corpus.recovery import BACKUP_NAME
 from guaipeca.store.embedded.corpus.snapshot import Snapshots
@@ -16,6 +18,8 @@ from guaipeca.store.embedded.vectors import backup_rows, write_backup
 
 F32 = npt.NDArray[np.float32]
 _BACKUP_MIN_PENDING = 64
+
+log = logging.getLogger("guaipeca")
 
 
 class Writes(Snapshots):
@@ -29,7 +33,15 @@ class Writes(Snapshots):
             return
         held = backup_rows(self.folder / BACKUP_NAME)
         if held is None or pending >= max(_BACKUP_MIN_PENDING, held // 4):
-            self.write_backup()
+            try:
+                self.write_backup()
+            except OSError as exc:
+                # The write is committed; the backup (a spare copy) is refreshed by a later
+                # write. Failing here would report a committed write as lost.
+                full = disk_full(exc, self.folder)
+                if full is None:
+                    raise
+                log.warning("corpus %s: vector backup not refreshed: %s", self.name, full)
 
     def write_backup(self) -> None:
         """Copy the live vectors to ``vectors.backup`` now (``compact`` and writes do it)."""
