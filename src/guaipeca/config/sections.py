@@ -276,3 +276,10 @@ class LimitsSettings(FrozenModel):
         5_000_000, ge=1, description="spreadsheet cells read from one workbook (empty included)"
     )
     max_chars: int = Field(20_000_000, ge=1000, description="characters kept of one converted file")
+    max_image_pixels: int = Field(
+        25_000_000,
+        ge=1_000_000,
+        le=1_000_000_000,
+        description="pixels of one image: a larger one is refused unread; OCR renders pages "
+        "within it",
+    )
