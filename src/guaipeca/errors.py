@@ -55,6 +55,11 @@ class NoTextError(ConversionError):
     is wrong with it, so a folder sync counts it as skipped, not failed."""
 
 
+class TooLargeError(ConversionError):
+    """A source file is over a size limit (its pixels, an image on its page): it is left
+    unread, and a folder sync counts it as skipped ("too big"), not failed."""
+
+
 class BackendUnavailableError(GuaipecaError):
     """The storage server cannot be reached (down, timed out, refused): retry later."""
 

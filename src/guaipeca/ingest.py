@@ -40,6 +40,7 @@ from guaipeca.errors import (
     InvalidArgumentError,
     NoTextError,
     StoppedError,
+    TooLargeError,
 )
 from guaipeca.index import Index
 from guaipeca.index.write import ChunkPlan, plan_chunks
@@ -335,6 +336,8 @@ def _convert_path(
         )
     except NoTextError as exc:
         return _Refused(str(exc), NO_TEXT)
+    except TooLargeError as exc:
+        return _Refused(str(exc), TOO_BIG)
     except ConversionError as exc:
         return _Refused(str(exc))
     except OSError as exc:

@@ -153,6 +153,31 @@ def test_an_empty_folder_exits_1_and_an_unchanged_rerun_exits_0(
     assert "nothing indexed" not in err
 
 
+def test_image_bombs_are_skipped_with_one_line_naming_the_pixel_limit(
+    capsys: pytest.CaptureFixture[str], notes: Path
+) -> None:
+    """A 2 MB PNG and a 2 MB PDF (an inline image) of 46,300 x 46,300 pixels each."""
+    from guaipeca.convert import NO_OCR_FOR_IMAGES
+    from guaipeca.convert.ocr import OcrOptions
+    from support.images import bomb_pdf, bomb_png
+
+    (notes / "bomb.png").write_bytes(bomb_png())
+    (notes / "bomb.pdf").write_bytes(bomb_pdf(inline=True))
+    code, out, err = run(capsys, "index", "--path", str(notes))
+    assert code == EXIT_OK and "2 added" in out
+    lines = dict(line.split(": ", 1) for line in err.splitlines() if line.startswith("skipped "))
+    limit = "the limit is limits.max_image_pixels (25,000,000)"
+    png = lines[f"skipped {notes / 'bomb.png'}"]
+    if OcrOptions().engine() is None:  # without Tesseract, images are set aside unread
+        assert png == NO_OCR_FOR_IMAGES
+    else:
+        assert png == f"image is 46,300 x 46,300 pixels (2,143,690,000); {limit}"
+    assert lines[f"skipped {notes / 'bomb.pdf'}"] == (
+        f"page 1 was skipped: an inline image on the page is 46,300 x 46,300 pixels "
+        f"(2,143,690,000); {limit}"
+    )
+
+
 def test_status_reports_corpora(capsys: pytest.CaptureFixture[str], notes: Path) -> None:
     run(capsys, "index", "mine", "--path", str(notes))
     code, out, _ = run(capsys, "status", "--json")

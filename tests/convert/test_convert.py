@@ -15,13 +15,18 @@ import pytest
 
 from guaipeca.convert import (
     DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_IMAGE_PIXELS,
     SUPPORTED_EXTENSIONS,
     Converted,
+    FileLimits,
+    OcrOptions,
     convert_bytes,
     convert_file,
 )
 from guaipeca.errors import ConversionError, GuaipecaError
 from support import shared_data
+from support.images import BOMB_SIDE, bomb_png
+from support.reliability import PeakRssGrowth
 
 OFFICE = (".docx", ".pptx", ".xlsx")
 
@@ -489,3 +494,72 @@ def test_pdf_dispatch_returns_pages(tmp_path: Path) -> None:
 def test_pdf_junk_is_a_conversion_error() -> None:
     pytest.importorskip("guaipeca.convert.pdf")
     _refusal(lambda: convert_bytes(b"%PDF-1.4\nnot really", ".pdf"))
+
+
+# -- image decompression bombs -------------------------------------------------------------
+
+BOMB_REFUSAL = (
+    f"image is {BOMB_SIDE:,} x {BOMB_SIDE:,} pixels ({BOMB_SIDE**2:,}); the limit is "
+    f"limits.max_image_pixels ({DEFAULT_MAX_IMAGE_PIXELS:,})"
+)
+
+
+@pytest.mark.parametrize("ocr", [True, False], ids=["ocr-on", "ocr-off"])
+def test_an_image_bomb_is_refused_from_its_header_quickly_and_in_bounded_memory(
+    ocr: bool,
+) -> None:
+    """The issue's 2 MB PNG of 46,300 x 46,300 grey pixels (2.1 GB decoded): refused before
+    anything decodes it, whether OCR could read it or not."""
+    data = bomb_png()
+    assert len(data) < 2_200_000
+    started = time.perf_counter()
+    with PeakRssGrowth() as peak:
+        message = _refusal(
+            lambda: convert_bytes(data, ".png", name="bomb.png", ocr=OcrOptions(enabled=ocr))
+        )
+    assert message == BOMB_REFUSAL
+    assert time.perf_counter() - started < 2
+    assert peak.growth < 100 * 2**20
+
+
+def _jpeg(width: int, height: int, declared: tuple[int, int] | None = None) -> bytes:
+    """A real JPEG, its frame header (SOF0) rewritten to ``declared`` (height, width)."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("L", (width, height), 255).save(buf, "JPEG")
+    data = bytearray(buf.getvalue())
+    if declared is not None:
+        sof = data.index(b"\xff\xc0")
+        data[sof + 5 : sof + 9] = declared[0].to_bytes(2, "big") + declared[1].to_bytes(2, "big")
+    return bytes(data)
+
+
+def test_a_jpeg_header_declaring_a_huge_frame_is_refused() -> None:
+    message = _refusal(lambda: convert_bytes(_jpeg(16, 16, (60_000, 50_000)), ".jpg"))
+    assert message.startswith("image is 50,000 x 60,000 pixels (3,000,000,000); the limit is")
+
+
+def test_the_pixel_limit_is_a_setting_named_in_the_refusal() -> None:
+    limits = FileLimits(max_image_pixels=1_000_000)
+    message = _refusal(lambda: convert_bytes(_jpeg(1200, 1000), ".jpeg", limits=limits))
+    assert message == (
+        "image is 1,200 x 1,000 pixels (1,200,000); the limit is limits.max_image_pixels "
+        "(1,000,000)"
+    )
+
+
+def test_bytes_that_are_no_image_are_refused_before_any_decoder_sees_them() -> None:
+    message = _refusal(lambda: convert_bytes(b"\x89PNG but not really" * 10, ".png"))
+    assert message == "not a readable PNG image"
+
+
+def test_a_multi_frame_tiff_is_checked_frame_by_frame() -> None:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    small, large = Image.new("L", (100, 100), 255), Image.new("L", (1100, 1000), 255)
+    small.save(buf, "TIFF", save_all=True, append_images=[large])
+    limits = FileLimits(max_image_pixels=1_000_000)
+    message = _refusal(lambda: convert_bytes(buf.getvalue(), ".tiff", limits=limits))
+    assert message.startswith("frame 2 of the image is 1,100 x 1,000 pixels (1,100,000)")

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from guaipeca import Index
-from guaipeca.convert import NO_OCR_FOR_IMAGES, OcrOptions, convert_bytes
-from guaipeca.convert.ocr import installed_languages, tesseract_language
+from guaipeca.convert import NO_OCR_FOR_IMAGES, FileLimits, OcrOptions, convert_bytes
+from guaipeca.convert.ocr import MIN_OCR_DPI, installed_languages, render_dpi, tesseract_language
 from guaipeca.errors import ConversionError, InvalidArgumentError
 from guaipeca.ingest import NO_OCR, sync_folder
 from support import SHARED_DATA, CountingEmbedder
@@ -173,6 +173,43 @@ def test_the_page_budget_leaves_later_pages_with_a_note() -> None:
     assert result.warnings == (
         "page 2 was not read with OCR: over the budget of 1 page per file (ocr.max_pages)",
     )
+
+
+def _rendered_pixels(page: object, dpi: int) -> int:
+    pix = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csGRAY)  # type: ignore[attr-defined]
+    return int(pix.width * pix.height)
+
+
+@pytest.mark.parametrize(("width", "height"), [(595, 842), (2380, 3368), (14_400, 200)])
+def test_a_page_is_rendered_for_ocr_at_the_highest_dpi_within_the_pixel_limit(
+    width: int, height: int
+) -> None:
+    page = pymupdf.open().new_page(width=width, height=height)
+    limit = 25_000_000
+    dpi, problem = render_dpi(page, 300, limit)
+    assert problem is None
+    assert _rendered_pixels(page, dpi) <= limit
+    if dpi < 300:  # lowered as little as the limit needs
+        assert _rendered_pixels(page, dpi + 2) > limit
+
+
+def test_a_page_too_large_even_at_the_lowest_dpi_is_not_read() -> None:
+    page = pymupdf.open().new_page(width=14_400, height=14_400)
+    assert render_dpi(page, 300, 1_000_000) == (
+        0,
+        f"rendered at {MIN_OCR_DPI} dpi the page is 16,008,001 pixels; the limit is "
+        "limits.max_image_pixels (1,000,000)",
+    )
+
+
+def test_a_scan_over_the_pixel_limit_at_300_dpi_is_read_at_a_lower_dpi() -> None:
+    """4 MP instead of the 8.4 MP of a letter page at 300 dpi: about 206 dpi."""
+    scan, _ = _scanned()
+    limits = FileLimits(max_image_pixels=4_000_000)
+    result = convert_bytes(scan, ".pdf", ocr=ON, limits=limits)
+    assert result.metadata == {"ocr_pages": [1]}
+    assert result.warnings == ()
+    assert recall(_original(), result.text) >= 0.85
 
 
 def test_portuguese_is_read_with_the_portuguese_model() -> None:

@@ -19,7 +19,9 @@ from guaipeca.chunk import chunk_text
 from guaipeca.convert import Converted, FileLimits, convert_bytes, convert_file
 from guaipeca.errors import ConversionError
 from support import shared_data
+from support.images import bomb_png, with_entry
 from support.office import pptx_deck
+from support.reliability import PeakRssGrowth
 
 MAX_SIZE = 1500
 
@@ -461,3 +463,38 @@ def test_pptx_pages_cover_empty_slides_and_multi_line_titles() -> None:
     result = convert_bytes(buf.getvalue(), ".pptx")
     assert result.text == "# Deck title\nOpening words\n\n## Two lines\nClosing words\n"
     assert result.page_starts == (0, 28, 28)
+
+
+def _pptx_with_picture() -> bytes:
+    """A one-slide PPTX with a title and a small picture, ppt/media/image1.png."""
+    from PIL import Image
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    png = io.BytesIO()
+    Image.new("L", (20, 20), 0).save(png, "PNG")
+    deck = Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[5])
+    slide.shapes.title.text = "A slide over a bomb"
+    slide.shapes.add_picture(io.BytesIO(png.getvalue()), Inches(1), Inches(1))
+    out = io.BytesIO()
+    deck.save(out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("ext", [".docx", ".pptx"])
+def test_an_embedded_image_bomb_is_never_decoded(ext: str) -> None:
+    """A DOCX's or PPTX's pictures are dropped from the text unread (never decoded, never
+    OCRed), so an embedded 46,300 x 46,300 PNG (2.1 GB decoded) costs its 2 MB of bytes."""
+    if ext == ".docx":
+        office = with_entry(
+            _doc("word_sample.docx").read_bytes(), "word/media/image1.png", bomb_png()
+        )
+        expected = "# Swimming in the lake"
+    else:
+        office = with_entry(_pptx_with_picture(), "ppt/media/image1.png", bomb_png())
+        expected = "# A slide over a bomb"
+    with PeakRssGrowth() as peak:
+        result = convert_bytes(office, ext)
+    assert expected in result.text
+    assert peak.growth < 100 * 2**20

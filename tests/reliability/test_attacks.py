@@ -47,13 +47,17 @@ from guaipeca.server.http import make_server
 from guaipeca.server.limits import SearchGate
 from guaipeca.types import NewDocument
 from support import free_port
+from support.images import bomb_pdf, bomb_png
 from support.reliability import (
     SCRIPT,
+    PeakRssGrowth,
     doc_text,
     drain,
     kill,
     make_service,
+    peak_rss_of,
     report,
+    reset_peak_rss,
     start_server,
 )
 
@@ -238,18 +242,6 @@ def lying_docx(inflated: int = 1 << 30, claimed: int = 1000) -> bytes:
     return out.getvalue()
 
 
-def _reset_peak_rss(pid: int) -> None:
-    """Start VmHWM again from the current RSS (Linux: clear_refs 5)."""
-    Path(f"/proc/{pid}/clear_refs").write_text("5")
-
-
-def _peak_rss_of(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM")
-
-
 def test_a_lying_zip_bomb_is_refused_while_streaming() -> None:
     data = lying_docx()
     assert len(data) < 1_100_000
@@ -268,8 +260,8 @@ def test_lying_zip_bombs_uploaded_at_once_stay_within_memory(
     import concurrent.futures
 
     data = lying_docx()
-    _reset_peak_rss(os.getpid())
-    before = _peak_rss_of(os.getpid())
+    reset_peak_rss(os.getpid())
+    before = peak_rss_of(os.getpid())
     started = time.perf_counter()
 
     def put(k: int) -> httpx2.Response:  # three identities: each within its write cap
@@ -282,7 +274,7 @@ def test_lying_zip_bombs_uploaded_at_once_stay_within_memory(
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         answers = list(pool.map(put, range(3)))
     seconds = time.perf_counter() - started
-    grown = _peak_rss_of(os.getpid()) - before
+    grown = peak_rss_of(os.getpid()) - before
     report(
         "lying_zip_bomb",
         uploads=3,
@@ -294,6 +286,60 @@ def test_lying_zip_bombs_uploaded_at_once_stay_within_memory(
         assert "larger than it declares" in answer.json()["error"]
     assert grown < 300 * 2**20
     assert not list(service.corpus_root("docs").glob("bomb-*"))
+
+
+# -- issue 29, 1. image decompression bomb ------------------------------------------------
+def test_image_bombs_uploaded_to_a_real_server_get_a_400_naming_the_limit(tmp_path: Path) -> None:
+    """A real ``guaipeca serve``: a 2 MB PNG of 46,300 x 46,300 pixels (2.1 GB decoded),
+    and PDFs showing such an image (inline; as an image object on a scanned page). Before,
+    the PNG was decoded and the server killed under MemoryMax=2G, again at each retry."""
+    _, home = _serve_home(tmp_path)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = start_server(home, port)
+    bombs = {
+        "bomb.png": bomb_png(),
+        "inline.pdf": bomb_pdf(inline=True),
+        "scanned.pdf": bomb_pdf(),
+    }
+    answers: dict[str, httpx2.Response] = {}
+    try:
+        with PeakRssGrowth(server.pid) as peak:
+            started = time.perf_counter()
+            for name, data in bombs.items():
+                answers[name] = httpx2.put(
+                    f"{url}/api/upload?corpus=docs&filename={name}",
+                    content=data,
+                    headers=AUTH,
+                    timeout=120,
+                )
+            seconds = time.perf_counter() - started
+        health = httpx2.get(f"{url}/health", timeout=10)
+        alive = server.poll() is None
+    finally:
+        server.terminate()
+        server.wait(60)
+        _, err = drain(server)
+    report(
+        "image_bomb",
+        uploads=len(bombs),
+        statuses=[a.status_code for a in answers.values()],
+        peak_rss_growth_mb=round(peak.growth / 2**20, 1),
+        seconds=round(seconds, 2),
+    )
+    assert alive and health.status_code == 200
+    limit = "the limit is limits.max_image_pixels (25,000,000)"
+    assert answers["bomb.png"].status_code == 400
+    assert answers["bomb.png"].json()["error"] == (
+        "'bomb.png' cannot be read as a .png file: image is 46,300 x 46,300 pixels "
+        f"(2,143,690,000); {limit}; nothing was written"
+    )
+    assert answers["inline.pdf"].status_code == 400
+    assert limit in answers["inline.pdf"].json()["error"]
+    assert answers["scanned.pdf"].status_code == 400  # not rendered, or OCR is off
+    assert peak.growth < 100 * 2**20
+    assert seconds < 30
+    assert "Traceback" not in err, err[-3000:]
 
 
 # -- 6. deep JSON --------------------------------------------------------------------------

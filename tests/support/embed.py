@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
+import anyio
+import anyio.to_thread
 import numpy as np
 
 from guaipeca.embed import Embedder
@@ -22,3 +25,48 @@ def assert_batch_equals_one_by_one(
     else:
         np.testing.assert_allclose(together, alone, atol=atol)
     return together, alone
+
+
+class SlowEmbeddingServer:
+    """A stand-in for a CPU embedding server, speaking the OpenAI embeddings protocol
+    (``POST /v1/embeddings``) on 127.0.0.1: a batch of at most ``fast_up_to`` texts is
+    answered at once, a larger one is held until the test ends (the client times out), as a
+    busy CPU server holds a large batch for minutes. ``fast_up_to = 0`` holds every passage
+    batch (the one-text dimension probe, "dimension check", is always answered). Vectors are
+    the hashing embedder's, so they are deterministic. ``sizes`` records every batch's size.
+    """
+
+    def __init__(self, fast_up_to: int, dimension: int = 32) -> None:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+
+        from guaipeca.embed import HashingEmbedder
+        from support.http import LiveServer
+
+        self.fast_up_to = fast_up_to
+        self.sizes: list[int] = []
+        self._release = threading.Event()
+        embedder = HashingEmbedder(dimension)
+
+        async def embeddings(request: Request) -> JSONResponse:
+            texts = list((await request.json())["input"])
+            self.sizes.append(len(texts))
+            if texts != ["dimension check"] and len(texts) > self.fast_up_to:
+                await anyio.to_thread.run_sync(self._release.wait, 60)
+            rows = embedder.embed_passages(texts)
+            data = [{"index": i, "embedding": row.tolist()} for i, row in enumerate(rows)]
+            return JSONResponse({"data": data})
+
+        routes = [Route("/v1/embeddings", embeddings, methods=["POST"])]
+        self._live = LiveServer(lambda _port: Starlette(routes=routes))
+        self.url = self._live.url + "/v1"
+
+    def __enter__(self) -> SlowEmbeddingServer:
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._release.set()  # held requests end, so the server can stop
+        self._live.__exit__(*exc)

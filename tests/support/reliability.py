@@ -250,3 +250,35 @@ def small_disk(folder: Path, size: str = "6m") -> Iterator[Path]:
         yield folder
     finally:
         subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Start the process's peak RSS (VmHWM) again from its current RSS (Linux clear_refs 5),
+    so an earlier, higher peak does not hide the next one."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def peak_rss_of(pid: int) -> int:
+    """The process's peak RSS (VmHWM) in bytes since it started or since reset_peak_rss."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+class PeakRssGrowth:
+    """How far a process's peak RSS rose over a ``with`` block above its RSS on entry
+    (``growth``, bytes): the peak is reset on entry, so a transient peak inside the block
+    counts even when it is freed before the block ends."""
+
+    def __init__(self, pid: int | None = None) -> None:
+        self.pid = pid if pid is not None else os.getpid()
+        self.growth = 0
+
+    def __enter__(self) -> PeakRssGrowth:
+        reset_peak_rss(self.pid)
+        self.before = int(psutil.Process(self.pid).memory_info().rss)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.growth = max(0, peak_rss_of(self.pid) - self.before)

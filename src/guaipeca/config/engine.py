@@ -78,7 +78,10 @@ class EmbeddingSettings(FrozenModel):
     )
     concurrency: int = Field(2, ge=1, le=64, description="openai: requests in flight at once")
     timeout_seconds: float = Field(
-        30.0, gt=0, le=3600, description="openai: seconds before a request is abandoned"
+        120.0,
+        gt=0,
+        le=3600,
+        description="openai: seconds to wait for an answer; a batch over it is sent in halves",
     )
     retries: int = Field(
         3, ge=0, le=20, description="openai: retries of a failed request, with backoff"

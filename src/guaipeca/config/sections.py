@@ -284,3 +284,10 @@ class LimitsSettings(FrozenModel):
         le=1_000_000,
         description="entries of one Office zip (DOCX, PPTX, XLSX); more is refused",
     )
+    max_image_pixels: int = Field(
+        25_000_000,
+        ge=1_000_000,
+        le=1_000_000_000,
+        description="pixels of one image: a larger one is refused unread; OCR renders pages "
+        "within it",
+    )

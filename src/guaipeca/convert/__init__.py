@@ -20,12 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from guaipeca.config import SUPPORTED_EXTENSIONS
-from guaipeca.convert._limits import DEFAULT_MAX_BYTES, FileLimits, first_line, format_size
+from guaipeca.convert._limits import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_IMAGE_PIXELS,
+    FileLimits,
+    check_image_file,
+    first_line,
+    format_size,
+)
 from guaipeca.convert.ocr import IMAGE_EXTENSIONS, OcrOptions
 from guaipeca.errors import ConversionError, NoTextError
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_IMAGE_PIXELS",
     "IMAGE_EXTENSIONS",
     "NO_OCR_FOR_IMAGES",
     "SUPPORTED_EXTENSIONS",
@@ -159,15 +167,16 @@ def convert_bytes(
     """Convert ``data`` as a file of type ``extension`` (".docx", "docx", ".PDF", ...).
 
     ``limits``: how many pages, cells and characters of a big file are read (the rest is
-    skipped with a warning naming the limit) and how many zip entries an Office file may
-    hold; default :class:`FileLimits`.
+    skipped with a warning naming the limit), how many zip entries an Office file may hold
+    and how many pixels an image may have (an image file over it is refused, from its
+    header); default :class:`FileLimits`.
 
     ``name`` is the file name shown in messages of converters that use one (PDF). ``ocr``
     says how to read scanned pages and images (None: OCR "auto", in English).
     Raises:
         ConversionError: unsupported extension, over ``max_bytes``, empty, or content that
             cannot be converted: binary "text", a broken or bomb-like Office zip, an image
-            without OCR,
+            over ``limits.max_image_pixels`` or without OCR,
             or any failure inside a third-party converter (wrapped as "could not convert:
             <ExceptionType>: <first line>").
     """
@@ -249,6 +258,8 @@ def _dispatch(data: bytes, ext: str, name: str, limits: FileLimits, ocr: OcrOpti
         if fmt == "image":
             from guaipeca.convert.ocr import image_to_pdf
 
+            # From the header, before anything decodes it: a 2 MB PNG can hold 2 Gpixels.
+            check_image_file(data, ext.lstrip(".").upper(), limits.max_image_pixels)
             if ocr.engine() is None:
                 raise ConversionError(NO_OCR_FOR_IMAGES)
             data = image_to_pdf(data, ext)
@@ -257,6 +268,7 @@ def _dispatch(data: bytes, ext: str, name: str, limits: FileLimits, ocr: OcrOpti
             name=os.path.basename(name) or "document.pdf",
             max_pages=limits.max_pages,
             ocr=ocr,
+            max_image_pixels=limits.max_image_pixels,
         )
         meta: dict[str, Any] = {"ocr_pages": list(pdf.ocr_pages)} if pdf.ocr_pages else {}
         return Converted(pdf.text, pdf.page_starts, fmt, pdf.warnings, meta)

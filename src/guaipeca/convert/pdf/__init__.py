@@ -50,7 +50,9 @@ pages are not). A document with no text at all, even after OCR, is refused.
 One step per module: ``_document`` opens the file and runs the pass (``convert_pdf``);
 ``_pages`` reads each page's lines and tables and marks running heads and page numbers;
 ``_tables`` writes the tables; ``_repair`` cleans odd characters and joins wrapped lines;
-``_scanned`` reads scanned pages with OCR and words the page warnings; ``_markdown`` finds
+``_scanned`` reads scanned pages with OCR and words the page warnings; ``_images`` reads the
+declared sizes of the images a page shows, so that no image over ``limits.max_image_pixels``
+is decoded; ``_markdown`` finds
 the body size, headings, paragraphs and lists and writes the text with its page offsets.
 """
 

@@ -14,7 +14,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from guaipeca.convert._limits import DEFAULT_MAX_IMAGE_PIXELS
 from guaipeca.convert.ocr import OcrOptions
+from guaipeca.convert.pdf._images import inline_image_problem
 from guaipeca.convert.pdf._markdown import assign_levels, body_size, doc_style, page_units, render
 from guaipeca.convert.pdf._pages import (
     Page,
@@ -89,11 +91,14 @@ def convert_pdf(
     name: str = "document.pdf",
     max_pages: int = 5000,
     ocr: OcrOptions | None = None,
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
 ) -> PdfResult:
     """Convert PDF bytes to Markdown with page offsets.
 
     ``name`` is only used in log messages. ``ocr`` reads pages without a text layer with
-    Tesseract (None: no OCR). Deterministic: the same bytes give the same result.
+    Tesseract (None: no OCR), each rendered within ``max_image_pixels`` pixels (a page
+    showing a larger image is not read: a warning says so). Deterministic: the same bytes
+    give the same result.
 
     Raises:
         ConversionError: not a PDF, damaged beyond repair, encrypted with a password, more
@@ -113,7 +118,7 @@ def convert_pdf(
     except Exception:
         raise ConversionError("not a valid PDF: the file is damaged beyond repair") from None
     try:
-        return _convert_document(fitz, doc, name, max_pages, ocr)
+        return _convert_document(fitz, doc, name, (max_pages, max_image_pixels), ocr)
     finally:
         with contextlib.suppress(Exception):
             doc.close()
@@ -125,9 +130,34 @@ def convert_pdf(
             pass
 
 
+def _read_page(
+    fitz: Any,
+    doc: Any,
+    where: tuple[str, int],
+    max_image_pixels: int,
+    counters: tuple[Counter[float], list[int]],
+    warnings: list[str],
+) -> Page:
+    """Page ``where[1]`` (0-based) of the file ``where[0]``, read; a page showing an inline
+    image over the pixel limit is skipped unread (interpreting it decodes the image)."""
+    name, pno = where
+    try:
+        page = doc.load_page(pno)
+        problem = inline_image_problem(doc, page, max_image_pixels)
+        if problem:
+            skipped = f"page {pno + 1} was skipped: {problem}"
+            warnings.append(skipped)
+            return Page(height=0.0, state="error", too_large=skipped)
+        return extract_page(fitz, page, *counters, pno + 1)
+    except Exception:
+        log.debug("%s: page %d could not be read", name, pno + 1, exc_info=True)
+        return Page(height=0.0, state="error")
+
+
 def _convert_document(
-    fitz: Any, doc: Any, name: str, max_pages: int, ocr: OcrOptions | None
+    fitz: Any, doc: Any, name: str, limits: tuple[int, int], ocr: OcrOptions | None
 ) -> PdfResult:
+    max_pages, max_image_pixels = limits
     if doc.needs_pass:
         raise ConversionError(
             "the PDF is encrypted with a password; save an unprotected copy to index it"
@@ -150,28 +180,24 @@ def _convert_document(
         warnings.append("the PDF is damaged and was repaired; some text may be missing")
 
     sizes: Counter[float] = Counter()  # characters per font size (rounded to 0.5 pt)
-    pages: list[Page] = []
     table_failures: list[int] = []
-    for pno in range(n_pages):
-        try:
-            page = doc.load_page(pno)
-            pages.append(extract_page(fitz, page, sizes, table_failures, pno + 1))
-        except Exception:
-            log.debug("%s: page %d could not be read", name, pno + 1, exc_info=True)
-            pages.append(Page(height=0.0, state="error"))
+    pages = [
+        _read_page(fitz, doc, (name, pno), max_image_pixels, (sizes, table_failures), warnings)
+        for pno in range(n_pages)
+    ]
 
     mark_running([p for p in pages if p.state == "text"])
     for p in pages:
         # Only running heads and page numbers around a picture: a scanned or figure page.
         if p.state == "text" and p.images and not has_content(p):
             p.state = "image"
-    ocr_pages = ocr_pass(fitz, doc, pages, ocr, (sizes, table_failures), warnings)
+    ocr_pages = ocr_pass(fitz, doc, pages, ocr, (sizes, table_failures), warnings, max_image_pixels)
     text_pages = [p for p in pages if p.state == "text"]
-    failed = [i + 1 for i, p in enumerate(pages) if p.state == "error"]
+    failed = [i + 1 for i, p in enumerate(pages) if p.state == "error" and not p.too_large]
     if not text_pages:
         if len(failed) == n_pages:
             raise ConversionError("not a valid PDF: no page could be read (damaged file?)")
-        raise no_text(n_pages, ocr)
+        raise no_text(n_pages, ocr, pages)
     warnings += page_warnings(pages, failed, table_failures, ocr)
 
     for p in text_pages:  # running heads and page numbers do not vote for the body size
@@ -198,7 +224,7 @@ def _convert_document(
     assign_levels(units)
     text, starts = render(units)
     if not text.strip():  # nothing but running heads and page numbers
-        raise no_text(n_pages, ocr)
+        raise no_text(n_pages, ocr, pages)
     return PdfResult(
         text=text, page_starts=starts, warnings=tuple(warnings), ocr_pages=tuple(ocr_pages)
     )

@@ -71,6 +71,7 @@ class Page:
     images: bool = False  # the page shows raster images
     ocr: bool = False  # the text was read with OCR
     over_budget: bool = False  # a scanned page left unread: over the OCR page budget
+    too_large: str = ""  # why OCR could not render it within limits.max_image_pixels
 
 
 def _make_line(raw: Any) -> Line | None:

@@ -14,9 +14,10 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from guaipeca.convert.ocr import OcrOptions, ocr_page
+from guaipeca.convert.ocr import OcrOptions, ocr_page, render_dpi
+from guaipeca.convert.pdf._images import image_problem
 from guaipeca.convert.pdf._pages import Page, extract_page, mark_running
-from guaipeca.errors import NoTextError
+from guaipeca.errors import ConversionError, NoTextError, TooLargeError
 
 # The converter's one logger name, as before it was split into modules.
 log = logging.getLogger("guaipeca.convert.pdf")
@@ -54,7 +55,12 @@ def page_warnings(
 _NO_OCR = "OCR is off or Tesseract is not installed"
 
 
-def no_text(n_pages: int, ocr: OcrOptions | None) -> NoTextError:
+def no_text(n_pages: int, ocr: OcrOptions | None, pages: Sequence[Page] = ()) -> ConversionError:
+    """Why a document has no text: the first page too large to OCR, if any, else no text
+    layer and no OCR text."""
+    too_large = next((p.too_large for p in pages if p.too_large), "")
+    if too_large:
+        return TooLargeError(too_large)
     where = "on its only page" if n_pages == 1 else f"on any of its {n_pages} pages"
     why = "OCR found no text" if ocr is not None and ocr.engine() else _NO_OCR
     return NoTextError(f"no text layer {where} (a scanned document?) and {why}")
@@ -67,8 +73,11 @@ def ocr_pass(
     ocr: OcrOptions | None,
     counters: tuple[Counter[float], list[int]],
     warnings: list[str],
+    max_pixels: int,
 ) -> list[int]:
-    """Read the scanned pages with OCR, up to the budget; returns the pages read."""
+    """Read the scanned pages with OCR, up to the budget, each rendered within
+    ``max_pixels`` (limits.max_image_pixels; a page that cannot be is left unread with a
+    warning); returns the pages read."""
     language = ocr.engine() if ocr is not None else None
     scanned = [i for i, p in enumerate(pages) if p.state == "image"]
     if ocr is None or language is None or not scanned:
@@ -79,7 +88,19 @@ def ocr_pass(
             pages[i].over_budget = True
             continue
         try:
-            read_doc = ocr_page(doc.load_page(i), language, ocr.dpi)
+            page = doc.load_page(i)
+            problem = image_problem(page, max_pixels)
+            dpi = ocr.dpi
+            if problem is None:
+                dpi, problem = render_dpi(page, ocr.dpi, max_pixels)
+            if problem:
+                pages[i].over_budget = True  # reported here, not as "OCR found no text"
+                pages[i].too_large = f"page {i + 1} was not read with OCR: {problem}"
+                warnings.append(pages[i].too_large)
+                continue
+            if dpi < ocr.dpi:
+                log.debug("page %d: OCR at %d dpi (limits.max_image_pixels)", i + 1, dpi)
+            read_doc = ocr_page(page, language, dpi)
             try:
                 read = extract_page(fitz, read_doc.load_page(0), *counters, i + 1, ocr=True)
             finally:
