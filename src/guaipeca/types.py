@@ -12,8 +12,8 @@ SearchMode = Literal["hybrid", "dense", "keyword"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "dense", "keyword")
 ReturnMode = Literal["chunks", "documents", "auto"]
 RETURN_MODES: tuple[ReturnMode, ...] = ("chunks", "documents", "auto")
-Fusion = Literal["zscore", "rrf"]
-FUSIONS: tuple[Fusion, ...] = ("zscore", "rrf")
+Fusion = Literal["auto", "combmnz", "rrf", "zscore", "minmax", "dbsf"]
+FUSIONS: tuple[Fusion, ...] = ("auto", "combmnz", "rrf", "zscore", "minmax", "dbsf")
 #: Request shapes of HTTP rerankers (search/rerank_http.py); auto: detected on first call.
 RerankApi = Literal["auto", "cohere", "jina", "tei", "vllm", "infinity"]
 RERANK_APIS: tuple[RerankApi, ...] = ("auto", "cohere", "jina", "tei", "vllm", "infinity")
@@ -96,6 +96,55 @@ class ScoreParts:
     rerank: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ListExplanation:
+    """One retriever's part in a hit's fused score: ``contribution = weight * normalised``.
+    ``rank`` (1-based) and ``raw`` (cosine, BM25) are None when that list did not return the
+    chunk; ``normalised`` is then what the fusion gives a missing chunk."""
+
+    rank: int | None
+    raw: float | None
+    normalised: float
+    weight: float
+    contribution: float
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Why a hit scored what it did (``Index.search(explain=True)``).
+
+    ``fused = combine(sum of the lists' contributions)`` by ``formula``, and ``score =
+    fused * corpus_weight`` is the hit's score unless a reranker re-scored it afterwards
+    (``reranked``; the hit's ``scores.rerank`` then says by how much). A single-retriever
+    search (``fusion`` ``dense`` or ``keyword``) has one list, its raw score the fused one."""
+
+    fusion: str
+    formula: str
+    dense: ListExplanation | None
+    keyword: ListExplanation | None
+    dense_weight_note: str
+    fused: float
+    corpus_weight: float
+    score: float
+    reranked: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        def part(p: ListExplanation | None) -> dict[str, Any] | None:
+            return None if p is None else {f.name: getattr(p, f.name) for f in fields(p)}
+
+        return {
+            "fusion": self.fusion,
+            "formula": self.formula,
+            "dense": part(self.dense),
+            "keyword": part(self.keyword),
+            "dense_weight_note": self.dense_weight_note,
+            "fused": self.fused,
+            "corpus_weight": self.corpus_weight,
+            "score": self.score,
+            "reranked": self.reranked,
+        }
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Hit(Chunk):
     """One search result: a stored chunk, how it scored, and a snippet to show."""
@@ -114,10 +163,12 @@ class Hit(Chunk):
     #: The text stops before the end of its document or section (a search's character
     #: budget): ``text`` is still exactly ``document[start:end]``; read on from ``end``.
     truncated: bool = False
+    #: How the score was made, when the search asked for it (``explain=True``).
+    explanation: Explanation | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready view (tuples become lists)."""
-        return {
+        """A JSON-ready view (tuples become lists); ``explanation`` only when asked for."""
+        out = {
             "chunk_id": self.chunk_id,
             "corpus": self.corpus,
             "doc_id": self.doc_id,
@@ -148,6 +199,9 @@ class Hit(Chunk):
             "rerank_error": self.rerank_error,
             "truncated": self.truncated,
         }
+        if self.explanation is not None:
+            out["explanation"] = self.explanation.to_dict()
+        return out
 
 
 @dataclass(frozen=True, slots=True)

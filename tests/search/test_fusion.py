@@ -8,7 +8,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from guaipeca.search.fusion import dense_weight_for, rrf_weights, weighted_rrf, zscore_fusion
+from guaipeca.search.fusion import (
+    SCORE_FUSIONS,
+    combine,
+    dense_weight_for,
+    explain_scores,
+    fuse_scores,
+    rrf_weights,
+    weighted_rrf,
+    zscore_fusion,
+)
 
 
 def test_weighted_rrf_matches_the_formula() -> None:
@@ -146,3 +155,60 @@ def test_at_full_weight_a_dense_list_can_displace_the_keyword_top_hit(keyword: l
     w_dense, w_bm25 = rrf_weights(1.0, 1.5, dense_weight_for(1.0, None, None, 1.0))
     fused = weighted_rrf([([keyword[1]], w_dense), (keyword, w_bm25)], k=10.0)
     assert fused[0][0] == keyword[1]
+
+
+# -- score fusions and their explanations ---------------------------------------------------
+DENSE = [(1, 0.9), (2, 0.5), (3, 0.1)]
+KEYWORD = [(3, 12.0), (4, 6.0)]
+
+
+def test_minmax_combmnz_and_dbsf_match_their_formulas() -> None:
+    d_mm = {1: 1.0, 2: 0.5, 3: 0.0}
+    k_mm = {3: 1.0, 4: 0.0}
+    share = {"d": 1.0 / 2.5, "k": 1.5 / 2.5}
+    minmax = dict(fuse_scores("minmax", [(DENSE, 1.0), (KEYWORD, 1.5)]))
+    combmnz = dict(fuse_scores("combmnz", [(DENSE, 1.0), (KEYWORD, 1.5)]))
+    for i in (1, 2, 3, 4):
+        mix = share["d"] * d_mm.get(i, 0.0) + share["k"] * k_mm.get(i, 0.0)
+        assert minmax[i] == pytest.approx(mix)
+        assert combmnz[i] == pytest.approx(((i in d_mm) + (i in k_mm)) * mix)
+    # dbsf: mean +- 3 std mapped to [0, 1]
+    sd = math.sqrt(0.32 / 3)
+    dbsf = dict(fuse_scores("dbsf", [(DENSE, 1.0), (KEYWORD, 1.0)]))
+    d_dbsf = {i: (s - (0.5 - 3 * sd)) / (6 * sd) for i, s in DENSE}
+    k_dbsf = {3: (12 - 0) / 18, 4: (6 - 0) / 18}  # mean 9, std 3: [0, 18]
+    for i in (1, 2, 3, 4):
+        assert dbsf[i] == pytest.approx(0.5 * d_dbsf.get(i, 0.0) + 0.5 * k_dbsf.get(i, 0.0))
+
+
+def test_rrf_over_scored_lists_is_weighted_rrf() -> None:
+    ranks = weighted_rrf([([1, 2, 3], 1.0), ([3, 4], 1.5)], k=10)
+    assert fuse_scores("rrf", [(DENSE, 1.0), (KEYWORD, 1.5)], k=10) == ranks
+
+
+def test_unknown_fusions_and_bad_weights_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown fusion"):
+        fuse_scores("sum", [(DENSE, 1.0)])
+    with pytest.raises(ValueError):
+        fuse_scores("minmax", [(DENSE, -1.0)])
+
+
+LISTS = st.lists(st.tuples(st.integers(0, 40), SCORE), unique_by=lambda t: t[0], max_size=25)
+
+
+@given(LISTS, LISTS, st.sampled_from([0.0, 0.25, 1.0, 1.5]), st.sampled_from([1.0, 60.0]))
+def test_explained_parts_recompute_every_fused_score(
+    a: list[tuple[int, float]], b: list[tuple[int, float]], w: float, k: float
+) -> None:
+    a = sorted(a, key=lambda t: -t[1])
+    b = sorted(b, key=lambda t: -t[1])
+    for method in ("rrf", *SCORE_FUSIONS):
+        fused = fuse_scores(method, [(a, w), (b, 1.0)], k=k)
+        parts = explain_scores(method, [(a, w), (b, 1.0)], [i for i, _ in fused], k=k)
+        for i, score in fused:
+            dense, keyword = parts[i]
+            used = [p for p in (dense, keyword) if p.weight > 0]
+            present = sum(p.rank is not None for p in used)
+            total = sum(p.contribution for p in used)
+            assert combine(method, total, present) == pytest.approx(score, abs=1e-12)
+            assert dense.rank == (next((r for r, (j, _) in enumerate(a, 1) if j == i), None))

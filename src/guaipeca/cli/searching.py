@@ -11,7 +11,7 @@ import typer
 from guaipeca.cli.context import current_settings, open_index, out
 from guaipeca.config import MAX_TOP_K, LoadedSettings
 from guaipeca.errors import GuaipecaError
-from guaipeca.types import SEARCH_MODES, Hit
+from guaipeca.types import SEARCH_MODES, Explanation, Hit
 
 if TYPE_CHECKING:
     from guaipeca.index import Index
@@ -63,6 +63,14 @@ def search(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the hits as JSON, for scripts.")
     ] = False,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="Say why each hit ranks where it does: each list's rank, raw and normalised "
+            "score, the weights, the fused score and the corpus weight.",
+        ),
+    ] = False,
 ) -> None:
     """Search the index and print ranked hits with source, page, heading path and span."""
     if mode not in SEARCH_MODES:
@@ -83,6 +91,7 @@ def search(
             top_k_before=top_k_before,
             section_mode=section_mode,
             return_mode=return_mode,  # type: ignore[arg-type]  # checked by Index.search
+            explain=explain,
         )
     finally:
         idx.close()
@@ -132,3 +141,27 @@ def _print_hits(hits: list[Hit], as_json: bool) -> None:
         if h.table_header:
             out.print(f"   columns: {h.table_header}")
         out.print(f"   {h.snippet}")
+        if h.explanation is not None:
+            for line in explanation_lines(h.explanation):
+                out.print(f"   {line}")
+
+
+def explanation_lines(e: Explanation) -> list[str]:
+    """A hit's explanation as short lines: one per list, then how the score was made."""
+    lines = []
+    for name, part in (("dense", e.dense), ("keyword", e.keyword)):
+        if part is None:
+            continue
+        found = "not returned" if part.rank is None else f"rank {part.rank}, raw {part.raw:.4f}"
+        lines.append(
+            f"{name}: {found}, normalised {part.normalised:.4f} x weight {part.weight:.4f} "
+            f"= {part.contribution:.4f}"
+        )
+    if e.dense_weight_note:
+        lines.append(f"dense weight: {e.dense_weight_note}")
+    rerank = "; then reranked" if e.reranked else ""
+    lines.append(
+        f"{e.fusion}: {e.formula} = {e.fused:.4f}; x corpus weight {e.corpus_weight:g} "
+        f"= {e.score:.4f}{rerank}"
+    )
+    return lines

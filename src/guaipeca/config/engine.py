@@ -130,9 +130,13 @@ class SearchSettings(FrozenModel):
         100, ge=1, le=10_000, description="depth of each retriever's list before fusion"
     )
     fusion: Fusion = Field(
-        "rrf", description="hybrid fusion: rrf (ranks) or zscore (z-scored scores, weighted mean)"
+        "auto",
+        description="hybrid fusion: auto (combmnz, or rrf for a weak model's list), combmnz, "
+        "rrf (ranks), zscore, minmax or dbsf (normalised scores, weighted mean)",
     )
-    rrf_k: float = Field(10.0, gt=0, description="Reciprocal Rank Fusion constant (fusion: rrf)")
+    rrf_k: float = Field(
+        10.0, gt=0, description="Reciprocal Rank Fusion constant (rrf, and auto for a weak model)"
+    )
     dense_weight: float = Field(1.0, ge=0, description="weight of the dense list in fusion")
     bm25_weight: float = Field(1.5, ge=0, description="weight of the keyword list in fusion")
     # auto by measurement: at 100k chunks the exact scan alone costs ~9 ms of a hybrid

@@ -388,12 +388,14 @@ class Index:
         toc_rerank: bool | None = None,
         max_chars: int | None = None,
         cancel: threading.Event | None = None,
+        explain: bool = False,
     ) -> list[Hit]:
         """Search the corpora; returns up to ``top_k`` hits, best first.
 
         A hybrid search fuses each corpus's dense and keyword lists by ``fusion`` (default
-        ``search.fusion``: ``rrf``, weighted Reciprocal Rank Fusion, or ``zscore``, the
-        weighted mean of z-scored scores) with ``dense_weight`` and ``bm25_weight``; the dense
+        ``search.fusion``: ``auto``, CombMNZ over min-max scores, or weighted Reciprocal Rank
+        Fusion for a weak model's list; also ``combmnz``, ``rrf``, ``zscore``, ``minmax``,
+        ``dbsf``) with ``dense_weight`` and ``bm25_weight``; the dense
         weight is scaled by the model's fusion weight (``embedding.fusion_weight``, else the
         model's own: 1, static models 0.1), and the dense list weighs nothing on a corpus
         whose language the model does not know (``embedding.languages``).
@@ -413,6 +415,9 @@ class Index:
         widened hits together (default: no cap): past it a hit's text stops early and the
         hit is marked ``truncated`` (read on with :meth:`get_document` from its ``end``).
 
+        ``explain`` gives every hit an :class:`~guaipeca.types.Explanation`: each list's rank,
+        raw and normalised score, the weights, the fused score and the corpus weight.
+
         ``cancel``, once set (by a caller whose deadline passed), stops the search at its
         next checkpoint (between retrievers, corpora and stages, and between documents)
         with :class:`StoppedError`.
@@ -428,6 +433,7 @@ class Index:
             rrf_k=rrf_k, dense_weight=dense_weight, bm25_weight=bm25_weight, fusion=fusion,
             return_mode=return_mode, section_mode=section_mode, section_filter=section_filter,
             rerank=rerank, top_k_before=top_k_before, toc_rerank=toc_rerank, max_chars=max_chars,
+            explain=explain,
         )  # fmt: skip
         names = self.corpora if corpora is None else list(corpora)  # []: none
         stores = [self._corpora.get(n) for n in names]
@@ -435,15 +441,19 @@ class Index:
         check()
         qvecs = self._models.query_vectors(query, stores) if p.mode != "keyword" else {}
         weights, models = self._corpora.weights, self._models
+        explained: pipeline.Explained | None = {} if explain else None
         scored = pipeline.retrieve(
-            p, stores, qvecs, weights, models.dense_languages, models.fusion_weight, check
-        )
+            p, stores, qvecs, weights, models.dense_languages, models.fusion_weight, check,
+            explained,
+        )  # fmt: skip
         check()
         scored, failed = pipeline.rerank(
             p, scored, self._corpora.stores, weights, self.settings, self._http_reranker
         )
         check()
         found = pipeline.shape(p, scored, self._corpora.stores, self.settings.search, check)
+        if explained is not None:
+            found = pipeline.explained_hits(found, explained)
         return [dataclasses.replace(h, rerank_error=failed) for h in found] if failed else found
 
     def _http_reranker(self) -> HttpReranker:

@@ -13,6 +13,7 @@ state.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,9 +26,9 @@ from guaipeca.index.results import Scored
 from guaipeca.search.rerank_http import HttpReranker
 from guaipeca.store import normalise_where, validate_where
 from guaipeca.store.contract import CorpusStore, DenseScan
-from guaipeca.types import FUSIONS, RETURN_MODES, Hit, ReturnMode, SearchMode
+from guaipeca.types import FUSIONS, RETURN_MODES, Explanation, Hit, ReturnMode, SearchMode
 
-__all__ = ["SearchPlan", "plan", "rerank", "retrieve", "shape"]
+__all__ = ["Explained", "SearchPlan", "explained_hits", "plan", "rerank", "retrieve", "shape"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class SearchPlan:
     # Checked only when a non-empty list is reranked (an unused value is not an error).
     top_k_before: int
     max_chars: int | None
+    explain: bool = False
 
 
 def plan(
@@ -71,6 +73,7 @@ def plan(
     top_k_before: int | None,
     toc_rerank: bool | None,
     max_chars: int | None,
+    explain: bool = False,
 ) -> SearchPlan:
     """The search's arguments resolved against ``settings`` (None: the setting).
 
@@ -119,7 +122,12 @@ def plan(
         toc_rerank=s.toc_rerank if toc_rerank is None else toc_rerank,
         top_k_before=s.top_k_before if top_k_before is None else top_k_before,
         max_chars=max_chars,
+        explain=explain,
     )
+
+
+#: Each candidate's explanation by (corpus, chunk key), when the plan asks for them.
+Explained = dict[tuple[str, int], Explanation]
 
 
 def retrieve(
@@ -130,13 +138,15 @@ def retrieve(
     dense_languages: Callable[[str], frozenset[str] | None],
     fusion_weight: Callable[[str], float],
     check: Callable[[], None],
+    explained: Explained | None = None,
 ) -> list[Scored]:
     """Every corpus's candidates (its fused list for a hybrid search), each score times the
     corpus weight, merged best first (ties by corpus name, then chunk key).
 
     ``query_vectors`` holds the query embedded for each corpus by name (empty for a keyword
     search); ``dense_languages`` names the languages a corpus's model knows, and
-    ``fusion_weight`` the factor on the dense weight its model carries.
+    ``fusion_weight`` the factor on the dense weight its model carries. ``explained``, when
+    given, receives every candidate's explanation.
     """
     scored: list[Scored] = []
     for store in stores:
@@ -146,17 +156,36 @@ def retrieve(
         check()
         lexical = store.keyword(p.query, p.depth, p.where) if p.mode != "dense" else []
         parts = results.score_parts(dense, lexical)
+        weight = corpus_weights.get(store.name, 1.0)
         if p.mode == "hybrid":
-            fused = ranking.fuse_hybrid(
-                dense, lexical, p.weights, p.fusion, p.rrf_k,
+            how = ranking.hybrid_plan(
+                dense, lexical, p.weights, p.fusion,
                 dense_languages(store.name), store.language, fusion_weight(store.name),
             )  # fmt: skip
+            fused = ranking.fuse_hybrid(how, p.rrf_k)
+            if explained is not None:
+                found = ranking.explain_hybrid(how, p.rrf_k, dict(fused), weight)
         else:
             fused = dense if p.mode == "dense" else lexical
-        weight = corpus_weights.get(store.name, 1.0)
+            if explained is not None:
+                found = ranking.explain_single(p.mode, fused, weight)
+        if explained is not None:
+            explained.update(((store.name, pk), e) for pk, e in found.items())
         scored.extend((score * weight, store.name, pk, parts[pk]) for pk, score in fused)
     scored.sort(key=lambda t: (-t[0], t[1], t[2]))
     return scored
+
+
+def explained_hits(hits: list[Hit], explained: Explained) -> list[Hit]:
+    """``hits`` with their explanations (a hit re-scored by a reranker says so)."""
+    out = []
+    for h in hits:
+        corpus, _, number = h.chunk_id.rpartition(":")
+        e = explained.get((corpus, int(number)))
+        if e is not None and e.score != h.score:
+            e = dataclasses.replace(e, reranked=True)
+        out.append(dataclasses.replace(h, explanation=e))
+    return out
 
 
 def rerank(

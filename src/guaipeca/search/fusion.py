@@ -26,8 +26,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
-__all__ = ["dense_weight_for", "rrf_weights", "weighted_rrf", "zscore_fusion"]
+__all__ = [
+    "SCORE_FUSIONS",
+    "ListScore",
+    "combine",
+    "dense_weight_for",
+    "explain_scores",
+    "fuse_scores",
+    "rrf_weights",
+    "weighted_rrf",
+    "zscore_fusion",
+]
 
 
 def weighted_rrf(
@@ -52,40 +63,144 @@ def weighted_rrf(
     return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-def zscore_fusion(
-    lists: Sequence[tuple[Sequence[tuple[int, float]], float]],
-) -> list[tuple[int, float]]:
-    """Convex combination of z-scored lists: ``z(d) = sum_i w_i z_i(d) / sum_i w_i``.
+#: Score fusions: each list's scores are normalised, then mixed by a convex combination
+#: (Bruch, Gai & Ingber, "An Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS
+#: 42(1), 2023), each with its own normalisation and rule for an id a list did not return:
+#:
+#: * ``zscore``: ``(s - mean) / std`` (Montague & Aslam, "Relevance score normalization for
+#:   metasearch", CIKM 2001); a missing id gets the list's lowest z; the mix is squashed by the
+#:   logistic ``1 / (1 + e^-z)`` (same order, in (0, 1));
+#: * ``minmax``: ``(s - min) / (max - min)``; a missing id 0;
+#: * ``dbsf``: distribution-based score fusion as Qdrant ships it: ``mean ± 3 std`` mapped to
+#:   [0, 1], clipped; a missing id 0;
+#: * ``combmnz``: min-max scores, the mix times the number of lists that returned the id (Fox &
+#:   Shaw, "Combination of multiple searches", TREC-2, 1994).
+SCORE_FUSIONS = ("zscore", "minmax", "dbsf", "combmnz")
 
-    Each list is ``[(id, score)]`` with its weight ``w_i``; ``z_i(d) = (s_i(d) - mean_i) /
-    std_i`` over that list's own scores, so cosines and BM25 scores land on one scale. An id
-    missing from a list gets that list's lowest z (it ranked below everything the list
-    returned); a list whose scores are all equal gives every id 0. Lists of weight 0 and
-    empty lists are ignored. The score returned is the logistic ``1 / (1 + e^-z(d))``: the
-    same order, in (0, 1), so corpus weights can multiply it and rerankers divide by the best
-    (the normal CDF would fit z-scores too, but it rounds to 1.0 from z = 8.3, which a
-    keyword list's best hit can reach; the logistic holds every order up to z = 36).
-    Returns ``(id, score)`` best first; equal scores by id.
+Scores = Sequence[tuple[int, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class ListScore:
+    """One list's part in a fused score: ``contribution = weight * normalised``.
+
+    ``rank`` (1-based) and ``raw`` are None when the list did not return the id; ``normalised``
+    is then the value the fusion gives a missing id. ``weight`` is the one in the formula: the
+    list's share of the total for score fusions, the RRF weight itself for ``rrf``."""
+
+    rank: int | None
+    raw: float | None
+    normalised: float
+    weight: float
+    contribution: float
+
+
+def fuse_scores(
+    method: str, lists: Sequence[tuple[Scores, float]], *, k: float = 60.0
+) -> list[tuple[int, float]]:
+    """Hybrid fusion of ``[(id, score)]`` lists (best first) with their weights, by ``method``:
+    ``rrf`` (ranks, :func:`weighted_rrf`'s formula) or one of :data:`SCORE_FUSIONS`.
+
+    Lists of weight 0 and empty lists are ignored. Returns ``(id, score)`` best first; equal
+    scores by id. :func:`explain_scores` gives the parts of each score.
+
+    Raises:
+        ValueError: an unknown method, a negative or non-finite weight, ``k <= 0``.
     """
-    used = [(items, w) for items, w in lists if w > 0 and items]
+    used, normalised = _normalise_all(method, lists, k)
+    present: dict[int, int] = {}
+    for by_id, _ in normalised:
+        for i in by_id:
+            present[i] = present.get(i, 0) + 1
+    fused = {
+        i: sum(
+            w * by_id.get(i, missing)
+            for (_, w), (by_id, missing) in zip(used, normalised, strict=True)
+        )
+        for i in present
+    }
+    scored = ((i, combine(method, total, present[i])) for i, total in fused.items())
+    return sorted(scored, key=lambda kv: (-kv[1], kv[0]))
+
+
+def explain_scores(
+    method: str, lists: Sequence[tuple[Scores, float]], ids: Collection[int], *, k: float = 60.0
+) -> dict[int, tuple[ListScore, ...]]:
+    """Each of ``ids``' parts in :func:`fuse_scores`, one :class:`ListScore` per list in the
+    order given (a list of weight 0 shows its rank and raw score with weight 0), so that
+    ``combine(method, sum(contributions), lists that returned it)`` is the fused score."""
+    used, normalised = _normalise_all(method, lists, k)
+    by_list = {id(items): pair for (items, _), pair in zip(used, normalised, strict=True)}
+    weights = {id(items): w for items, w in used}
+    out: dict[int, list[ListScore]] = {i: [] for i in ids}
+    for items, _ in lists:
+        ranks = {i: (r, s) for r, (i, s) in enumerate(items, start=1)}
+        by_id, missing = by_list.get(id(items), ({}, 0.0))
+        w = weights.get(id(items), 0.0)
+        for i in ids:
+            rank, raw = ranks.get(i, (None, None))
+            n = by_id.get(i, missing) if w else _shown(method, items, rank, k)
+            out[i].append(ListScore(rank, raw, n, w, w * n))
+    return {i: tuple(parts) for i, parts in out.items()}
+
+
+def combine(method: str, total: float, present: int) -> float:
+    """The fused score from the sum of a candidate's contributions and the number of lists
+    that returned it: the sum itself, its logistic (``zscore``), or times ``present``
+    (``combmnz``)."""
+    if method == "zscore":
+        return 1.0 / (1.0 + math.exp(-total))
+    if method == "combmnz":
+        return present * total
+    return total
+
+
+def zscore_fusion(lists: Sequence[tuple[Scores, float]]) -> list[tuple[int, float]]:
+    """:func:`fuse_scores` by z-scores (kept under its own name for callers and tests)."""
+    return fuse_scores("zscore", lists)
+
+
+def _normalise_all(
+    method: str, lists: Sequence[tuple[Scores, float]], k: float
+) -> tuple[list[tuple[Scores, float]], list[tuple[dict[int, float], float]]]:
+    if method != "rrf" and method not in SCORE_FUSIONS:
+        raise ValueError(f"unknown fusion {method!r}")
+    if k <= 0:
+        raise ValueError("rrf k must be positive")
     if any(w < 0 or not math.isfinite(w) for _, w in lists):
         raise ValueError("fusion weights must be finite and >= 0")
+    used = [(items, w) for items, w in lists if w > 0 and items]
     total = sum(w for _, w in used)
-    normalised: list[tuple[dict[int, float], float, float]] = []
-    for items, w in used:
-        z = _zscores([score for _, score in items])
-        normalised.append(({i: v for (i, _), v in zip(items, z, strict=True)}, min(z), w / total))
-    ids = {i for by_id, _, _ in normalised for i in by_id}
-    fused = {i: sum(w * by_id.get(i, low) for by_id, low, w in normalised) for i in ids}
-    ranked = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
-    return [(i, 1.0 / (1.0 + math.exp(-z))) for i, z in ranked]
+    # RRF keeps its weights as given (a corpus's scale); score fusions mix by shares.
+    shares = [(items, w if method == "rrf" else w / total) for items, w in used]
+    return shares, [_normalise(method, items, k) for items, _ in used]
 
 
-def _zscores(scores: Sequence[float]) -> list[float]:
+def _normalise(method: str, items: Scores, k: float) -> tuple[dict[int, float], float]:
+    """``({id: normalised}, value of a missing id)`` for one list."""
+    if method == "rrf":
+        return {i: 1.0 / (k + r) for r, (i, _) in enumerate(items, start=1)}, 0.0
+    scores = [s for _, s in items]
     n = len(scores)
     mean = sum(scores) / n
     std = math.sqrt(sum((s - mean) ** 2 for s in scores) / n)
-    return [(s - mean) / std if std > 0 else 0.0 for s in scores]
+    if method == "zscore":
+        z = {i: (s - mean) / std if std > 0 else 0.0 for i, s in items}
+        return z, min(z.values())
+    if method == "dbsf":
+        low, span = mean - 3 * std, 6 * std
+    else:  # minmax, combmnz
+        low, span = min(scores), max(scores) - min(scores)
+    # A list whose scores are all equal ranks nothing: each id it returned gets full credit.
+    return {i: min(1.0, max(0.0, (s - low) / span)) if span > 0 else 1.0 for i, s in items}, 0.0
+
+
+def _shown(method: str, items: Scores, rank: int | None, k: float) -> float:
+    """A weight-0 list's normalised score, for explanations only."""
+    if not items or rank is None:
+        return 0.0
+    by_id, _ = _normalise(method, items, k)
+    return by_id[items[rank - 1][0]]
 
 
 def dense_weight_for(

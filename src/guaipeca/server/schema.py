@@ -63,6 +63,30 @@ class ChunkOut(BaseModel):
     metadata: dict[str, Any]
 
 
+class ListExplanationOut(BaseModel):
+    """One retriever's part in a fused score: contribution = weight x normalised."""
+
+    rank: int | None = Field(description="rank in that list (null: not returned by it)")
+    raw: float | None = Field(description="the retriever's own score: cosine or BM25")
+    normalised: float = Field(description="the score after the fusion's normalisation")
+    weight: float = Field(description="the list's weight in the fusion")
+    contribution: float
+
+
+class ExplanationOut(BaseModel):
+    """Why a hit scored what it did: score = fused x corpus_weight (unless reranked)."""
+
+    fusion: str = Field(description="combmnz, rrf, zscore, minmax, dbsf; dense or keyword")
+    formula: str = Field(description="how the contributions make the fused score")
+    dense: ListExplanationOut | None
+    keyword: ListExplanationOut | None
+    dense_weight_note: str = Field(description="why the dense weight is what it is")
+    fused: float
+    corpus_weight: float
+    score: float
+    reranked: bool = Field(description="a reranker re-scored the hit after fusion")
+
+
 class HitOut(ChunkOut):
     """One search result."""
 
@@ -89,6 +113,9 @@ class HitOut(ChunkOut):
         False,
         description="the text stops before the end of its document or section (the "
         "search's max_chars); read on with get_document(offset=end)",
+    )
+    explanation: ExplanationOut | None = Field(
+        None, description="with explain: true, how the score was made; else null"
     )
 
 

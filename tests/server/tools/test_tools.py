@@ -52,6 +52,7 @@ TOOLS = {
             "section_mode",
             "section_filter",
             "max_chars",
+            "explain",
         },
         True,
         False,
@@ -254,6 +255,25 @@ async def test_search_returns_what_the_library_returns(
     got = [(h["chunk_id"], h["start"], h["end"], h["text"], h["score"]) for h in out["hits"]]
     assert got == [(h.chunk_id, h.start, h.end, h.text, h.score) for h in expected]
     assert out["mode"] == args.get("mode", "hybrid")
+
+
+@pytest.mark.anyio
+async def test_search_explains_each_hit_when_asked_and_only_then(
+    client: Client, service: Service
+) -> None:
+    plain = data(await client.call_tool("search", {"query": "installer"}))
+    assert all(h["explanation"] is None for h in plain["hits"])
+    out = data(await client.call_tool("search", {"query": "installer", "explain": True}))
+    expected = service.index.search("installer", top_k=10, explain=True)
+    assert [h["explanation"] for h in out["hits"]] == [
+        h.explanation.to_dict() for h in expected if h.explanation is not None
+    ]
+    for hit in out["hits"]:
+        e = hit["explanation"]
+        assert e["score"] == pytest.approx(hit["score"]) and e["fusion"] == "combmnz"
+        parts = [p for p in (e["dense"], e["keyword"]) if p is not None]
+        present = sum(p["rank"] is not None for p in parts)
+        assert e["fused"] == pytest.approx(present * sum(p["contribution"] for p in parts))
 
 
 @pytest.mark.anyio
@@ -498,7 +518,7 @@ async def test_index_picks_up_new_changed_and_removed_files(
     (docs / "new.md").write_text("# New\n\nA brand new page about gardening.\n")
     (docs / "notes.md").write_text(NOTES + "\nAnd one more line.\n")
     (docs / "sub" / "deep.md").unlink()
-    (docs / "broken.md").write_bytes(b"\x89\x00\x01 binary, not text \x00")
+    (docs / "broken.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x01\x02\x03\xff")
     out = data(await client.call_tool("index", {"corpus": "docs"}))
     (summary,) = out["corpora"]
     assert (summary["added"], summary["changed"], summary["removed"]) == (1, 1, 1)

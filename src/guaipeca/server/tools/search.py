@@ -104,6 +104,15 @@ _MaxChars = Annotated[
 ]
 
 
+_Explain = Annotated[
+    bool,
+    Field(
+        description="Say why each hit ranks where it does: each list's rank, raw and "
+        "normalised score, the weights, the fused score and the corpus weight."
+    ),
+]
+
+
 def _return_mode_field(max_chars: int) -> Any:
     """The ``return_mode`` argument's schema: its description names ``search.max_chars``."""
     return Field(
@@ -126,6 +135,7 @@ async def _run_search(
     section_mode: bool,
     section_filter: str | None,
     max_chars: int,
+    explain: bool = False,
 ) -> list[Hit]:
     """One search through the gate, in a worker thread (scoping the corpora reads the
     index, so it runs there too)."""
@@ -142,6 +152,7 @@ async def _run_search(
             section_filter=section_filter,
             max_chars=max_chars,
             cancel=cancel,
+            explain=explain,
         )
 
     return await gate.run_cancellable(run)
@@ -183,6 +194,7 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
         section_mode: _SectionMode = False,
         section_filter: _SectionFilter = None,
         max_chars: _MaxChars = TOOL_RESULT_CHARS,
+        explain: _Explain = False,
     ) -> SearchOut:
         """Search the indexed documents and return the best passages, best first.
 
@@ -208,5 +220,6 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
             section_mode=section_mode,
             section_filter=section_filter,
             max_chars=max_chars,
+            explain=explain,
         )
         return _search_out(service, query, chosen, return_mode, section_mode, hits)
