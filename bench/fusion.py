@@ -259,6 +259,8 @@ def run_transfer(out: str, log: Any) -> int:
     cands = transfer.candidates(model_languages_of, model_fusion_weight_of)
     log(f"{len(units)} units, {len(cands)} candidates")
     report = transfer.run_protocol(units, cands, log)
+    report["auto (the default, untuned)"] = transfer.default_row(
+        units, model_languages_of, model_fusion_weight_of)
     order = transfer.ranked(report)
     result = {
         "command": "python bench/fusion.py transfer",

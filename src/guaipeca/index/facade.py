@@ -393,18 +393,15 @@ class Index:
         """Search the corpora; returns up to ``top_k`` hits, best first.
 
         A hybrid search fuses each corpus's dense and keyword lists by ``fusion`` (default
-        ``search.fusion``: ``auto``, CombMNZ over min-max scores, or weighted Reciprocal Rank
-        Fusion for a weak model's list; also ``combmnz``, ``rrf``, ``zscore``, ``minmax``,
-        ``dbsf``) with ``dense_weight`` and ``bm25_weight``; the dense
+        ``search.fusion``: ``auto``; index/ranking.py) with ``dense_weight`` and
+        ``bm25_weight``; the dense
         weight is scaled by the model's fusion weight (``embedding.fusion_weight``, else the
         model's own: 1, static models 0.1), and the dense list weighs nothing on a corpus
         whose language the model does not know (``embedding.languages``).
 
-        ``rerank`` (default ``search.rerank``, which applies to hybrid searches) re-orders the
-        best ``top_k_before`` candidates (default ``search.top_k_before``) by query-term
-        coverage and proximity;
-        ``toc_rerank`` (default ``search.toc_rerank``) also favours chunks whose heading path
-        holds the query's terms. ``top_k`` is the count after reranking.
+        ``rerank`` (default ``search.rerank``; hybrid searches) re-orders the best
+        ``top_k_before`` candidates by query-term coverage and proximity; ``toc_rerank`` also
+        favours chunks whose heading path holds the query's terms. ``top_k`` counts after it.
 
         ``section_mode`` returns one hit per ``##`` section (its best chunk's score) whose
         text is the whole section. ``return_mode="documents"`` returns one hit per document
@@ -415,12 +412,10 @@ class Index:
         widened hits together (default: no cap): past it a hit's text stops early and the
         hit is marked ``truncated`` (read on with :meth:`get_document` from its ``end``).
 
-        ``explain`` gives every hit an :class:`~guaipeca.types.Explanation`: each list's rank,
-        raw and normalised score, the weights, the fused score and the corpus weight.
+        ``explain`` gives every hit an :class:`~guaipeca.types.Explanation` of its score.
 
-        ``cancel``, once set (by a caller whose deadline passed), stops the search at its
-        next checkpoint (between retrievers, corpora and stages, and between documents)
-        with :class:`StoppedError`.
+        ``cancel``, once set (a caller's deadline passed), stops the search at its next
+        checkpoint with :class:`StoppedError`.
 
         Raises:
             InvalidArgumentError: empty or oversized query, bad ``top_k`` or mode.
@@ -442,10 +437,7 @@ class Index:
         qvecs = self._models.query_vectors(query, stores) if p.mode != "keyword" else {}
         weights, models = self._corpora.weights, self._models
         explained: pipeline.Explained | None = {} if explain else None
-        scored = pipeline.retrieve(
-            p, stores, qvecs, weights, models.dense_languages, models.fusion_weight, check,
-            explained,
-        )  # fmt: skip
+        scored = pipeline.retrieve(p, stores, qvecs, weights, models, check, explained)
         check()
         scored, failed = pipeline.rerank(
             p, scored, self._corpora.stores, weights, self.settings, self._http_reranker

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from guaipeca.config import EngineSettings, SearchSettings
 from guaipeca.errors import InvalidArgumentError
@@ -126,6 +126,14 @@ def plan(
     )
 
 
+class CorpusModels(Protocol):
+    """What retrieval asks of a corpus's model (index/models.py Models)."""
+
+    def dense_languages(self, corpus: str) -> frozenset[str] | None: ...
+
+    def fusion_weight(self, corpus: str) -> float: ...
+
+
 #: Each candidate's explanation by (corpus, chunk key), when the plan asks for them.
 Explained = dict[tuple[str, int], Explanation]
 
@@ -135,8 +143,7 @@ def retrieve(
     stores: Sequence[CorpusStore],
     query_vectors: Mapping[str, Any],
     corpus_weights: Mapping[str, float],
-    dense_languages: Callable[[str], frozenset[str] | None],
-    fusion_weight: Callable[[str], float],
+    models: CorpusModels,
     check: Callable[[], None],
     explained: Explained | None = None,
 ) -> list[Scored]:
@@ -144,8 +151,8 @@ def retrieve(
     corpus weight, merged best first (ties by corpus name, then chunk key).
 
     ``query_vectors`` holds the query embedded for each corpus by name (empty for a keyword
-    search); ``dense_languages`` names the languages a corpus's model knows, and
-    ``fusion_weight`` the factor on the dense weight its model carries. ``explained``, when
+    search); ``models.dense_languages`` names the languages a corpus's model knows, and
+    ``models.fusion_weight`` the factor on the dense weight its model carries. ``explained``, when
     given, receives every candidate's explanation.
     """
     scored: list[Scored] = []
@@ -160,7 +167,8 @@ def retrieve(
         if p.mode == "hybrid":
             how = ranking.hybrid_plan(
                 dense, lexical, p.weights, p.fusion,
-                dense_languages(store.name), store.language, fusion_weight(store.name),
+                models.dense_languages(store.name), store.language,
+                models.fusion_weight(store.name),
             )  # fmt: skip
             fused = ranking.fuse_hybrid(how, p.rrf_k)
             if explained is not None:

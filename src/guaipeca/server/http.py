@@ -6,15 +6,14 @@ Routes:
 - ``/mcp``: Streamable HTTP (POST JSON-RPC, GET stream, DELETE ends a session), from the
   SDK's session manager, whose lifespan the app runs;
 - ``GET /sse`` + ``POST /messages/`` (and ``/messages``): the legacy SSE transport;
-- ``GET /health``: no auth; status, version, backend, corpora and their counts;
-- ``GET /tools``: the MCP tool list as JSON;
+- ``GET /health`` (no auth): status, version, backend, corpora; ``GET /tools``: the tool list;
 - ``GET /download/{corpus}/{path}``: a file of a configured corpus folder;
 - ``DELETE /documents?corpus=&filename=``: removes a file and its document.
 
-Middleware, outermost first: sanitised errors, allowed hosts (DNS rebinding), CORS,
-auth (wrong credentials throttled), session owner (binds MCP sessions to the identity and
-sets the caller of the write queue), body size limit, rate limit (not MCP routes: their tool
-calls are limited in the tool), MCP bodies (read whole; over-long names refused).
+Middleware, outermost first: sanitised errors, allowed hosts (DNS rebinding), CORS, auth
+(wrong credentials throttled), session owner (binds MCP sessions to the identity, sets the
+write queue's caller), body size limit, rate limit (not MCP routes: limited in the tool),
+MCP bodies (read whole; over-long names refused).
 """
 
 from __future__ import annotations
@@ -686,9 +685,8 @@ async def serve_http(
     shown = f"{_host_name('127.0.0.1' if host in _WILDCARD_BINDS else host)}:{port}"
     log.info("MCP at http://%s/mcp, web page at http://%s/", shown, shown)
     await server.serve(sockets=sockets)
-    # A write told to stop ends at its next file or batch; one that does not end soon
-    # (a long embedding batch) must not keep the process alive for minutes: exit
-    # without it. Committed state is crash-safe, and the next index run redoes the rest.
+    # A write told to stop ends at its next file or batch; a long embedding batch must not
+    # keep the process alive for minutes. Committed state is crash-safe.
     deadline = time.monotonic() + _WRITE_STOP_SECONDS
     while service.writes.running and time.monotonic() < deadline:
         await anyio.sleep(0.1)
