@@ -65,6 +65,24 @@ def test_search_json_is_machine_readable_and_spans_are_exact(
     assert source[hits[0]["start"] : hits[0]["end"]] == hits[0]["text"]
 
 
+def test_search_explain_prints_each_lists_part_and_the_formula(
+    capsys: pytest.CaptureFixture[str], notes: Path
+) -> None:
+    run(capsys, "index", "--path", str(notes))
+    code, out, _ = run(capsys, "search", "what do alpacas eat", "--top-k", "1", "--explain")
+    assert code == EXIT_OK
+    lines = [line.strip() for line in out.splitlines()]
+    assert any(line.startswith("keyword: rank 1, raw ") for line in lines)
+    assert any(line.startswith("dense: ") for line in lines)
+    score = float(lines[0].rsplit("score ", 1)[1])
+    (formula,) = [line for line in lines if line.startswith("combmnz: ")]
+    assert formula.endswith(f"= {score:.4f}") and "x corpus weight 1" in formula
+    code, out, _ = run(capsys, "search", "alpacas", "--json", "--explain", "--mode", "keyword")
+    hit = json.loads(out)[0]
+    assert hit["explanation"]["fusion"] == "keyword"
+    assert hit["explanation"]["score"] == hit["score"]
+
+
 def test_search_rerank_sections_and_documents_options(
     capsys: pytest.CaptureFixture[str], notes: Path
 ) -> None:

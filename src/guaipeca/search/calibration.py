@@ -7,7 +7,8 @@ Rijke & Balog, "Building simulated queries for known-item topics", SIGIR 2007), 
 retrievers for it. A sentence shares every word with its source, so keyword search finds it
 almost always; what varies is how often the *dense* side does. A model that does not know the
 corpus's language, or a weak (static) one, misses its own chunks, and its share in the fusion
-falls with that (bench/fusion.py ``transfer`` measures the mapping against labelled sets).
+falls with that. Measured by bench/fusion.py ``transfer`` against labelled sets, it did not
+hold (a sentence is as easy for a static model as for a good one), so search does not use it.
 
 Pure functions: the index (index/calibrate.py) samples the chunks and runs the searches.
 """
@@ -103,9 +104,9 @@ def calibrated_share(calibration: Calibration, floor: float, ceiling: float) -> 
     when the dense side finds its own chunks as well as keyword search does, falling linearly
     to 0 as its MRR falls to ``floor`` times keyword's.
 
-    The two constants are the default's (search.fusion ``auto``), chosen by the transfer
-    protocol of bench/fusion.py on held-out sets; the ratio (not the dense MRR alone) makes
-    the rule indifferent to how hard a corpus's own pseudo-queries are.
+    A candidate of bench/fusion.py ``transfer``, which grids the two constants; it is not the
+    product's default: on the shared sets the ratio did not tell a good dense side from a
+    weak one (docs/benchmarks-quality.md, "Fusion that transfers").
     """
     if calibration.queries == 0 or calibration.keyword_mrr <= 0:
         return ceiling
