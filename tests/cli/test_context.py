@@ -47,7 +47,7 @@ def test_names_headings_and_paths_are_printed_escaped(
 ) -> None:
     code, out, err = run(capsys, "index", "--path", str(hostile))
     assert code == EXIT_OK and "4 added" in out
-    assert "skipped " in err and "bad\\x1b[5m.md: looks binary" in err
+    assert "failed " in err and "bad\\x1b[5m.md: looks binary" in err
     _no_raw_controls(out + err)
 
     code, out, _ = run(capsys, "search", "alpacas graze", "--top-k", "4", "--mode", "keyword")

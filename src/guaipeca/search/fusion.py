@@ -101,8 +101,8 @@ def fuse_scores(
     """Hybrid fusion of ``[(id, score)]`` lists (best first) with their weights, by ``method``:
     ``rrf`` (ranks, :func:`weighted_rrf`'s formula) or one of :data:`SCORE_FUSIONS`.
 
-    Lists of weight 0 and empty lists are ignored. Returns ``(id, score)`` best first; equal
-    scores by id. :func:`explain_scores` gives the parts of each score.
+    Lists of weight 0 are ignored; an empty list adds no id but keeps its share. Returns
+    ``(id, score)`` best first; equal scores by id. :func:`explain_scores` gives the parts.
 
     Raises:
         ValueError: an unknown method, a negative or non-finite weight, ``k <= 0``.
@@ -170,7 +170,10 @@ def _normalise_all(
     if any(w < 0 or not math.isfinite(w) for _, w in lists):
         raise ValueError("fusion weights must be finite and >= 0")
     used = [(items, w) for items, w in lists if w > 0 and items]
-    total = sum(w for _, w in used)
+    # Shares of every list given a weight, empty ones too: a corpus whose keyword search
+    # found nothing keeps its dense list at its share, so in a merge across corpora its
+    # meaning-only hits do not outrank another corpus's exact matches.
+    total = sum(w for _, w in lists if w > 0)
     # RRF keeps its weights as given (a corpus's scale); score fusions mix by shares.
     shares = [(items, w if method == "rrf" else w / total) for items, w in used]
     return shares, [_normalise(method, items, k) for items, _ in used]
