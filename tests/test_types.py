@@ -67,6 +67,7 @@ def test_chunk_and_hit_keep_their_public_fields() -> None:
         "embedded",
         "rerank_error",
         "truncated",
+        "explanation",
     }
 
 

@@ -40,7 +40,7 @@ def test_records_become_wire_models_with_the_source_path_shown_to_clients() -> N
     out = hit_out(hit, "guide.md").model_dump()
     assert out["source_path"] == "guide.md" and out["heading_path"] == ["Guide"]
     assert out["highlights"] == [[0, 5]] and out["scores"]["dense_rank"] == 2
-    assert {k: v for k, v in out.items() if k not in ("source_path", "scores")} == {
+    assert {k: v for k, v in out.items() if k not in ("source_path", "scores", "explanation")} == {
         k: v
         for k, v in hit.to_dict().items()
         if k in HitOut.model_fields and k not in ("source_path", "scores")

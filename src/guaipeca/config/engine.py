@@ -131,8 +131,7 @@ class SearchSettings(FrozenModel):
     )
     fusion: Fusion = Field(
         "auto",
-        description="hybrid fusion: auto (combmnz, or rrf for a weak model's list), combmnz, "
-        "rrf (ranks), zscore, minmax or dbsf (normalised scores, weighted mean)",
+        description="auto (combmnz; rrf for a weak model), combmnz, rrf, zscore, minmax, dbsf",
     )
     rrf_k: float = Field(
         10.0, gt=0, description="Reciprocal Rank Fusion constant (rrf, and auto for a weak model)"
