@@ -177,6 +177,7 @@ def writing(
         IndexLockedError: another process writes one of them (and we do not wait, or the
             timeout passed).
     """
+    from guaipeca.index.checks import location_problem
     from guaipeca.index.corpora import hold_corpora
 
     waits = wait or timeout is not None
@@ -192,5 +193,10 @@ def writing(
         )
     except IndexLockedError as exc:
         raise IndexLockedError(f"{exc} (or pass --wait)" if not waits else str(exc)) from None
+    except OSError as exc:  # the lock file's folder cannot be made: the data folder is unusable
+        source = loaded.source
+        where = f"storage.data_dir in {source}" if source else "storage.data_dir"
+        problem = location_problem(index_path(loaded), exc)
+        raise StorageError(f"{problem} (set {where}, or GUAIPECA_DATA_DIR)") from None
     with stack:
         yield
