@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,13 +65,17 @@ class Unit:
     memo: dict[Any, float] = field(default_factory=dict)
 
     def ndcg_of(self, ranked: dict[str, np.ndarray]) -> float:
-        return self.ndcg(lambda lists, q=None: [], ranked)
+        """Mean nDCG@10 of per-query chunk keys, best first."""
+        return self.ndcg(ranked=ranked)
 
-    def ndcg(self, rank: Callable[[Lists], list[int]], ranked: dict[str, Any] | None = None) -> float:
+    def ndcg(self, rank: Callable[[Lists], list[int]] | None = None,
+             ranked: dict[str, Any] | None = None) -> float:
+        """Mean nDCG@10 of ``rank(lists)`` per query, or of the keys ``ranked`` gives."""
         total = 0.0
         for q, lists in self.lists.items():
             docs: dict[str, None] = {}
-            for p in (rank(lists) if ranked is None else ranked[q].tolist()):
+            keys = ranked[q].tolist() if ranked is not None else rank(lists)  # type: ignore[misc]
+            for p in keys:
                 docs.setdefault(self.doc_of[p])
                 if len(docs) == 10:
                     break
@@ -371,7 +374,3 @@ def grid_table(units: Iterable[Unit], cands: list[Candidate]) -> list[dict[str, 
                      "best": max(((c.name, round(c.score(u), 4)) for c in cands),
                                  key=lambda t: t[1])})
     return rows
-
-
-def finite(x: float) -> bool:
-    return math.isfinite(x)
