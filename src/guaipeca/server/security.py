@@ -49,7 +49,15 @@ from guaipeca.errors import (
     UnsafePathError,
     is_disk_full,
 )
-from guaipeca.server.asgi import IDENTITY_SCOPE_KEY, client_ip, error_response, refuse
+from guaipeca.server.asgi import (
+    IDENTITY_SCOPE_KEY,
+    PRINCIPAL_SCOPE_KEY,
+    Identity,
+    IdentitySource,
+    client_ip,
+    error_response,
+    refuse,
+)
 from guaipeca.server.limits import TokenBucket
 
 __all__ = [
@@ -232,6 +240,8 @@ class AuthMiddleware:
             await refuse(scope, receive, send, response)
             return
         scope[IDENTITY_SCOPE_KEY] = identity
+        source: IdentitySource = "token" if identity.startswith("token:") else "jwt"
+        scope[PRINCIPAL_SCOPE_KEY] = Identity(identity, source, identity.partition(":")[2])
         await self.app(scope, receive, send)
 
 
