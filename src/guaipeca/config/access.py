@@ -63,13 +63,17 @@ class Who(FrozenModel):
         return "true" if self.anyone else str(getattr(self, self.kind))
 
 
+def _read_only() -> list[Right]:
+    return ["read"]
+
+
 class AccessGrant(FrozenModel):
     """``who`` may ``can`` (read, write) the ``corpora`` (names, or ``*`` for all)."""
 
     who: Who = Field(description="token, subject, group, role, scope or anyone")
     corpora: list[str] = Field(min_length=1, description="corpus names, or '*' for every one")
     can: list[Right] = Field(
-        default_factory=lambda: ["read"],
+        default_factory=_read_only,
         min_length=1,
         description="read and/or write (write includes read)",
     )
