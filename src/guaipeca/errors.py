@@ -68,6 +68,11 @@ class AuthError(GuaipecaError):
     """A request's credentials are missing or wrong; the message is safe to show."""
 
 
+class AccessDeniedError(GuaipecaError):
+    """The caller's grants (``access:``) do not let it write a corpus it may read. A corpus
+    it may not read is never named: that is a :class:`NotFoundError`, as for one missing."""
+
+
 class UnsafePathError(GuaipecaError):
     """A client-given path that could leave its folder or look like another one."""
 

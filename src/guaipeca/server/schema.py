@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from guaipeca.types import Chunk, Hit
+from guaipeca import __version__
+from guaipeca.types import Chunk, Hit, IndexStats
 
 
 class ScoresOut(BaseModel):
@@ -344,3 +345,30 @@ class DeleteOut(BaseModel):
     doc_id: str
     removed_from_index: bool
     file_deleted: bool = Field(description="true when the source file was deleted from disk")
+
+
+def health_body(backend: str, stats: IndexStats, broken: list[str]) -> dict[str, Any]:
+    """``GET /health`` while the backend is up: the counts, and which corpora are broken."""
+    body: dict[str, Any] = {
+        "status": "ok",
+        "version": __version__,
+        "backend": backend,
+        "backend_status": "up",
+        "documents": stats.documents,
+        "chunks": stats.chunks,
+        # Progressive indexing: searchable by keyword only until embedded.
+        "pending_chunks": stats.pending_chunks,
+        "pending_seconds": stats.pending_seconds,
+        "corpora": [
+            {
+                "name": c.name,
+                "documents": c.documents,
+                "chunks": c.chunks,
+                "pending_chunks": c.pending_chunks,
+            }
+            for c in stats.corpora
+        ],
+    }
+    if broken:  # names only: the reasons can name files
+        body["broken_corpora"] = broken
+    return body

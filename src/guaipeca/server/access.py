@@ -1,0 +1,171 @@
+"""Who may read and write which corpora: the ``access:`` grants turned into the rights of
+one caller, and the middleware that leaves them where the tools run.
+
+:class:`AccessPolicy` maps an :class:`~guaipeca.server.asgi.Identity` to its
+:class:`Rights` (the corpora it reads and writes). :class:`AccessMiddleware` computes them
+once per HTTP request and sets :data:`rights` (and the audit's door) in the request's
+context: an MCP session runs its tool calls in the context of the request that opened it,
+and the web API calls tools in its own, so every tool sees its caller's rights. Over stdio
+(one local agent) nothing sets them: full rights. The checks themselves are made in one
+place below every door, the service (server/guard.py).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+import jwt
+from pydantic import SecretStr
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from guaipeca.config import ALL_CORPORA, AccessGrant, Who
+from guaipeca.server.asgi import PRINCIPAL_SCOPE_KEY, Identity, principal_of
+from guaipeca.server.audit import door
+
+__all__ = [
+    "FULL",
+    "AccessMiddleware",
+    "AccessPolicy",
+    "Rights",
+    "current_rights",
+    "hs256_claims",
+    "rights",
+]
+
+#: The JWT claims read for group, role and scope grants (scope: space-separated).
+CLAIM_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
+    "group": ("groups", "group"),
+    "role": ("roles", "role"),
+    "scope": ("scope", "scp"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Rights:
+    """The corpora a caller reads and writes (None: every corpus)."""
+
+    read: frozenset[str] | None
+    write: frozenset[str] | None
+
+    @property
+    def limited(self) -> bool:
+        return self.read is not None or self.write is not None
+
+    def may_read(self, corpus: str) -> bool:
+        return self.read is None or corpus in self.read
+
+    def may_write(self, corpus: str) -> bool:
+        return self.write is None or corpus in self.write
+
+
+#: Every corpus, read and write: no ``access:`` section, or a call over stdio.
+FULL: Final = Rights(None, None)
+#: The current caller's rights, set per HTTP request by :class:`AccessMiddleware`.
+rights: contextvars.ContextVar[Rights] = contextvars.ContextVar("guaipeca_rights", default=FULL)
+
+
+def current_rights() -> Rights:
+    return rights.get()
+
+
+def _matches(who: Who, identity: Identity | None) -> bool:
+    kind, value = who.kind, who.value
+    if kind == "anyone":
+        return True
+    if identity is None:
+        return False
+    if kind == "token":
+        return identity.source == "token" and identity.subject == value
+    if kind == "subject":
+        return identity.source != "token" and identity.subject == value
+    return identity.has(kind, value)
+
+
+class AccessPolicy:
+    """The grants of the ``access:`` section; without one (None), everyone has
+    :data:`FULL` rights, as before grants existed."""
+
+    def __init__(self, grants: Sequence[AccessGrant] | None) -> None:
+        self.grants = None if grants is None else tuple(grants)
+
+    @property
+    def enabled(self) -> bool:
+        return self.grants is not None
+
+    def rights_of(self, identity: Identity | None) -> Rights:
+        """What ``identity`` (None: a caller without credentials) may read and write: the
+        union of the grants that name it. ``write`` includes read."""
+        if self.grants is None:
+            return FULL
+        read: set[str] = set()
+        write: set[str] = set()
+        read_all = write_all = False
+        for grant in self.grants:
+            if not _matches(grant.who, identity):
+                continue
+            every = ALL_CORPORA in grant.corpora
+            read_all |= every
+            read.update(grant.corpora)
+            if "write" in grant.can:
+                write_all |= every
+                write.update(grant.corpora)
+        return Rights(
+            None if read_all else frozenset(read), None if write_all else frozenset(write)
+        )
+
+
+def hs256_claims(identity: Identity, authorization: str | None, secret: bytes) -> Identity:
+    """``identity`` with its group, role and scope claims read from the HS256 JWT it was
+    proven by (``groups``/``group``, ``roles``/``role``, ``scope``/``scp``; lists or
+    space-separated strings). Unchanged when it already has claims, is not a JWT, or the
+    token does not verify (the auth middleware verified it already).
+    """
+    if identity.source != "jwt" or identity.claims or not authorization:
+        return identity
+    credential = authorization.strip().partition(" ")[2].strip()
+    try:
+        with warnings.catch_warnings():  # a short secret is logged once at start-up
+            warnings.simplefilter("ignore", jwt.InsecureKeyLengthWarning)
+            payload = jwt.decode(credential, secret, algorithms=["HS256"])
+    except jwt.PyJWTError:
+        return identity
+    claims: dict[str, frozenset[str]] = {}
+    for kind, names in CLAIM_NAMES.items():
+        values: set[str] = set()
+        for name in names:
+            raw = payload.get(name)
+            items = raw.split() if isinstance(raw, str) else raw
+            if isinstance(items, list):
+                values.update(str(v) for v in items if isinstance(v, str | int))
+        if values:
+            claims[kind] = frozenset(values)
+    return replace(identity, claims=claims) if claims else identity
+
+
+class AccessMiddleware:
+    """Sets :data:`rights` (from ``policy`` and the proven identity) and the audit's door
+    for the rest of the request. ``jwt_secret``: the HS256 key, to read a JWT's group,
+    role and scope claims when the auth middleware left none."""
+
+    def __init__(
+        self, app: ASGIApp, policy: AccessPolicy, jwt_secret: SecretStr | None = None
+    ) -> None:
+        self.app = app
+        self.policy = policy
+        self.jwt_secret = jwt_secret.get_secret_value().encode("utf-8") if jwt_secret else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            door.set(f"{scope['method']} {scope['path']}"[:200])
+            identity = principal_of(scope)
+            if identity is not None and self.jwt_secret is not None and self.policy.enabled:
+                authorization = Headers(scope=scope).get("authorization")
+                identity = hs256_claims(identity, authorization, self.jwt_secret)
+                scope[PRINCIPAL_SCOPE_KEY] = identity
+            rights.set(self.policy.rights_of(identity))
+        await self.app(scope, receive, send)
