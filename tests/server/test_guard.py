@@ -21,6 +21,7 @@ import anyio
 import httpx2
 import pytest
 from mcp import Client
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 from guaipeca.server import Service
@@ -245,6 +246,27 @@ def test_a_readable_corpus_without_a_write_grant_is_refused_by_name(live: LiveSe
         )
         assert got.status_code == 403
         assert "you may read corpus 'handbook' but not change it" in got.json()["error"]
+
+
+def test_the_legacy_sse_transport_runs_tools_with_its_callers_rights(
+    live: LiveServer, targets: tuple[Target, Target]
+) -> None:
+    forbidden, missing = targets
+
+    async def main(token: str) -> list[tuple[bool, str]]:
+        out = []
+        async with Client(
+            sse_client(f"{live.url}/sse", headers=bearer(token)), mode="legacy"
+        ) as mcp:
+            for target in (forbidden, missing):
+                result = await mcp.call_tool("get_chunk", {"chunk_ids": [target.chunk]})
+                out.append((bool(result.is_error), _same(result.content[0].text)))  # type: ignore[union-attr]
+        return out
+
+    bob = anyio.run(main, BOB)
+    assert bob[0] == bob[1] and bob[0][0]
+    alice = anyio.run(main, ALICE)
+    assert not alice[0][0] and alice[1][0]
 
 
 def test_no_credentials_get_401_at_every_door(live: LiveServer) -> None:
