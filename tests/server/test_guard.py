@@ -286,9 +286,13 @@ def test_denials_and_writes_are_audited(live: LiveServer, team: Service) -> None
     lines = list(read_audit(path))
     denied = [x for x in lines if x["outcome"] == "denied"]
     assert {x["identity"] for x in denied} >= {"jwt:bob", static_identity()}
-    assert {x["corpus"] for x in denied} <= {"contracts", "handbook"}  # never the missing one
+    # Never the missing corpus (nothing was denied there); None: a 401, no corpus checked.
+    assert {x["corpus"] for x in denied} <= {"contracts", "handbook", None}
     assert any(x["door"] == "GET /download/contracts/nda.md" for x in denied)
     assert any(x["door"] == "tool:get_chunk" for x in denied)
+    refused = [x for x in lines if x.get("detail") == "HTTP 401"]
+    assert {x["door"] for x in refused} >= {"POST /mcp", "GET /api/me"}
+    assert {str(x["identity"]) for x in refused} == {"ip:127.0.0.1"}
     writes = list(read_audit(path, AuditQuery(identity="jwt:alice", corpus="contracts")))
     assert {x["door"] for x in writes} >= {"tool:upload", "tool:delete", "tool:index"}
     assert all(x["outcome"] == "ok" for x in writes)

@@ -21,16 +21,17 @@ from typing import Final
 import jwt
 from pydantic import SecretStr
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from guaipeca.config import ALL_CORPORA, AccessGrant, Who
-from guaipeca.server.asgi import PRINCIPAL_SCOPE_KEY, Identity, principal_of
-from guaipeca.server.audit import door
+from guaipeca.server.asgi import PRINCIPAL_SCOPE_KEY, Identity, caller_of, principal_of
+from guaipeca.server.audit import AuditLog, door
 
 __all__ = [
     "FULL",
     "AccessMiddleware",
     "AccessPolicy",
+    "AuditRefusals",
     "Rights",
     "current_rights",
     "hs256_claims",
@@ -169,3 +170,26 @@ class AccessMiddleware:
                 scope[PRINCIPAL_SCOPE_KEY] = identity
             rights.set(self.policy.rights_of(identity))
         await self.app(scope, receive, send)
+
+
+class AuditRefusals:
+    """Writes each 401 (missing or wrong credentials) to the audit log, with the client's
+    address as the identity; the auth middleware's throttle bounds how many one address
+    can cause. Placed outside the auth middleware, which answers them."""
+
+    def __init__(self, app: ASGIApp, audit: AuditLog) -> None:
+        self.app = app
+        self.audit = audit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.audit.path is None:
+            await self.app(scope, receive, send)
+            return
+
+        async def watch(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 401:
+                where = f"{scope['method']} {scope['path']}"[:200]
+                self.audit.record(caller_of(scope), "denied", None, "HTTP 401", where=where)
+            await send(message)
+
+        await self.app(scope, receive, watch)

@@ -61,7 +61,7 @@ class AuditLog:
     ) -> None:
         """One line: now, ``identity``, the current door (or ``where``), ``corpus``,
         ``outcome`` and ``detail`` (cut short)."""
-        if self._handler is None:
+        if self._handler is None or self.path is None:
             return
         line: dict[str, object] = {
             "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
@@ -75,7 +75,7 @@ class AuditLog:
         record = logging.LogRecord("guaipeca.audit", logging.INFO, "", 0, "", None, None)
         record.msg = json.dumps(line, ensure_ascii=False)
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)  # type: ignore[union-attr]
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._handler.emit(record)
             # Closed after each line (reopened by the next): no file is held open between
             # the rare writes and denials, and an outside rotation is followed.

@@ -10,10 +10,10 @@ Routes:
 - ``GET /download/{corpus}/{path}``: a file of a configured corpus folder;
 - ``DELETE /documents?corpus=&filename=``: removes a file and its document.
 
-Middleware, outermost first: sanitised errors, allowed hosts (DNS rebinding), CORS, auth
-(wrong credentials throttled), session owner (binds MCP sessions to the identity, sets the
-write queue's caller), access (the caller's grants, server/access.py), body size limit, rate
-limit (not MCP routes: limited in the tool), MCP bodies (read whole; over-long names refused).
+Middleware, outermost first: sanitised errors, allowed hosts (DNS rebinding), CORS, 401s to
+the audit log, auth (wrong credentials throttled), session owner (binds MCP sessions to the
+identity, sets the write queue's caller), access (the caller's grants, server/access.py), body
+size limit, rate limit (not MCP routes: limited in the tool), MCP bodies (read whole).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from guaipeca.errors import (
     NotFoundError,
     WriteQueueFullError,
 )
-from guaipeca.server.access import AccessMiddleware
+from guaipeca.server.access import AccessMiddleware, AuditRefusals
 from guaipeca.server.asgi import caller_of, error_response, identity_of
 from guaipeca.server.bind import listen
 from guaipeca.server.idle import IdleTrim, ToolCalls
@@ -357,6 +357,7 @@ def _middleware(
         Middleware(SanitizedErrorsMiddleware),
         Middleware(AllowedHostsMiddleware, allowed_hosts=hosts, exempt_paths=PUBLIC_PATHS),
         cors_middleware(settings.cors_origins, auth_enabled=authenticator.enabled),
+        Middleware(AuditRefusals, audit=service.audit),
         Middleware(
             AuthMiddleware,
             authenticator=authenticator,
