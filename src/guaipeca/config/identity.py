@@ -61,6 +61,10 @@ class OidcSettings(FrozenModel):
         default_factory=list,
         description="authorization servers named to MCP clients (none: the issuer)",
     )
+    scopes: list[str] = Field(
+        default_factory=list,
+        description="scopes MCP clients should ask the provider for (none: the provider's say)",
+    )
     algorithms: list[OidcAlgorithm] = Field(
         default_factory=lambda: list(_ALGORITHMS),
         min_length=1,

@@ -54,13 +54,17 @@ class ProtectedResource:
         return f"{parts.scheme}://{parts.netloc}{METADATA_PATH}{self._resource_path()}"
 
     def document(self) -> dict[str, Any]:
-        """The metadata (RFC 9728 §2): the resource and its authorization servers."""
-        return {
+        """The metadata (RFC 9728 §2): the resource, its authorization servers and the
+        scopes clients should ask for (MCP clients request these)."""
+        document: dict[str, Any] = {
             "resource": self.settings.resource,
             "authorization_servers": self.settings.named_servers,
             "bearer_methods_supported": ["header"],
             "resource_name": "Guaipeca",
         }
+        if self.settings.scopes:
+            document["scopes_supported"] = list(self.settings.scopes)
+        return document
 
     async def _serve(self, request: Request) -> Response:
         return JSONResponse(self.document(), headers={"Cache-Control": "max-age=300"})

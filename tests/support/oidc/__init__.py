@@ -108,9 +108,12 @@ class OidcProvider:
         return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(30)
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.terminate()
+                self.proc.wait(30)
+            assert self.proc.stdout is not None
+            self.proc.stdout.close()
         self.proc = None
 
     def restart(self, keys: list[dict[str, Any]]) -> None:
