@@ -68,6 +68,11 @@ class AuthError(GuaipecaError):
     """A request's credentials are missing or wrong; the message is safe to show."""
 
 
+class IdentityProviderError(GuaipecaError):
+    """The OpenID provider's keys could not be fetched, so a token cannot be checked now:
+    retry later. The message is safe to show."""
+
+
 class UnsafePathError(GuaipecaError):
     """A client-given path that could leave its folder or look like another one."""
 

@@ -6,6 +6,7 @@ commented file that ``guaipeca init`` writes.
 - ``engine``: the engine's sections (chunking, embedding, search, rerank, enrich) and
   ``EngineSettings``, what ``Index`` needs;
 - ``sections``: the file's other sections (corpora, server, upload, OCR, storage, limits);
+- ``identity``: the server's identity sources (JWT claim names, an OpenID provider);
 - ``settings``: ``Settings``, the whole file, and the checks that span sections;
 - ``loading``: finding, reading and validating the file with ``GUAIPECA_*`` overrides;
 - ``messages``: each problem as one line naming the key and the file;
@@ -22,6 +23,7 @@ from guaipeca.config.engine import (
     SearchSettings,
 )
 from guaipeca.config.fields import MAX_TOP_K, SUPPORTED_EXTENSIONS, home_dir
+from guaipeca.config.identity import ClaimSettings, OidcSettings
 from guaipeca.config.loading import (
     DEFAULT_CORPUS,
     ENV_OVERRIDES,
@@ -52,6 +54,7 @@ __all__ = [
     "MAX_TOP_K",
     "SUPPORTED_EXTENSIONS",
     "ChunkingSettings",
+    "ClaimSettings",
     "CorpusSettings",
     "EmbeddingSettings",
     "EngineSettings",
@@ -59,6 +62,7 @@ __all__ = [
     "LimitsSettings",
     "LoadedSettings",
     "OcrSettings",
+    "OidcSettings",
     "QdrantSettings",
     "RerankSettings",
     "SearchSettings",

@@ -61,6 +61,7 @@ from guaipeca.server.asgi import caller_of, error_response, identity_of
 from guaipeca.server.bind import listen
 from guaipeca.server.idle import IdleTrim, ToolCalls
 from guaipeca.server.limits import BodyLimitMiddleware, RateLimitMiddleware, RpcBodyMiddleware
+from guaipeca.server.resource import ProtectedResource
 from guaipeca.server.security import (
     AllowedHostsMiddleware,
     Authenticator,
@@ -383,7 +384,7 @@ def _middleware(
         Middleware(
             AuthMiddleware,
             authenticator=authenticator,
-            public_paths=(*PUBLIC_PATHS, *WEB_PAGE_PATHS),
+            public_paths=(*PUBLIC_PATHS, *WEB_PAGE_PATHS, *ProtectedResource(settings.oidc).paths),
             failures=failure_bucket(settings.auth_failures_per_minute),
         ),
         Middleware(_SessionOwnerMiddleware),
@@ -393,7 +394,7 @@ def _middleware(
         Middleware(
             RateLimitMiddleware,
             bucket=service.rate_bucket,
-            exempt_paths=PUBLIC_PATHS,
+            exempt_paths=(*PUBLIC_PATHS, *ProtectedResource(settings.oidc).paths),
             mcp_paths=MCP_PATHS,
             free_paths=(*WEB_PAGE_PATHS, "/tools"),
         ),
@@ -427,7 +428,7 @@ def build_app(
     hosts = allowed_hosts(host, port, [*settings.allowed_hosts, *extra_allowed_hosts])
     _warn_on_limits(service)
     security = _transport_security(hosts, settings.cors_origins)
-    authenticator = Authenticator.from_settings(settings)
+    authenticator = Authenticator.from_settings(settings, service.loaded.data_dir)
 
     # streamable_http_app() creates the session manager; only its route handler is used.
     mcp_server.streamable_http_app(
@@ -453,6 +454,7 @@ def build_app(
     routes = _routes(service, mcp_server, StreamableHTTPASGIApp(session_manager))
     routes.extend(_sse_routes(sse_app))
     routes.extend(web_routes(service, mcp_server))
+    routes.extend(ProtectedResource(settings.oidc).routes())
     middleware = _middleware(service, hosts, authenticator)
     return Starlette(
         routes=routes,
@@ -662,9 +664,7 @@ def make_server(
         # After the drain only streams remain, and they end at once.
         timeout_graceful_shutdown=5,
     )
-    idle_trim = IdleTrim(
-        in_flight, service.index.release_memory, service.settings.server.idle_trim_seconds
-    )
+    idle_trim = IdleTrim(in_flight, service.index.release_memory, settings.idle_trim_seconds)
     return _DrainingServer(
         config, in_flight, graceful_timeout, idle_trim, on_drain=service.writes.stop
     )
