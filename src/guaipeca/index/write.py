@@ -14,7 +14,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,13 +22,15 @@ from guaipeca.chunk import canonicalize, chunk_text
 from guaipeca.config import EngineSettings
 from guaipeca.embed import Embedder, embedding_input
 from guaipeca.enrich import Enrichment
-from guaipeca.enrich.llm import LLMEnricher
 from guaipeca.enrich.pipeline import LLMCache, llm_pass, local_pass, stored_form
 from guaipeca.errors import InvalidArgumentError
 from guaipeca.store.contract import CorpusStore, PreparedDocument
 from guaipeca.store.embedded import Catalog
 from guaipeca.store.embedded.corpus import Corpus
 from guaipeca.types import MAX_DOC_ID_CHARS, AddReport, ChunkLocation, ChunkSpan, NewDocument
+
+if TYPE_CHECKING:
+    from guaipeca.enrich.llm import LLMEnricher
 
 # Chunks gathered before one embedding batch and one corpus write: large enough to keep the
 # model's batches full, small enough that a huge folder never sits in memory at once.
@@ -257,6 +259,8 @@ class DocumentWriter:
             return
         with self._lock:
             if self._llm is None:
+                from guaipeca.enrich.llm import LLMEnricher  # its HTTP client, only when used
+
                 self._llm = LLMEnricher.from_settings(settings)
         items = [
             (c.text, c.heading_path, p.enrichments[i] if p.enrichments else None)
