@@ -39,7 +39,13 @@ _WRITE_BATCH_CHUNKS = 2048
 # at most one round and progress moves every few seconds. Rounds are taken shortest input
 # first, so each round's batches hold inputs of about one length (little padding).
 EMBED_ROUND_CHUNKS = 256
-#: Called with (chunks embedded so far, chunks still pending) after each round.
+# The first round of a phase is this small, and each next one twice the last, up to
+# EMBED_ROUND_CHUNKS: a slow model shows its rate (and the time left) within seconds, not
+# after a full round (issue 31: "0 chunks, 0.0 chunks/s" for 80 s).
+_FIRST_ROUND_CHUNKS = 16
+#: Called with (chunks given their vectors so far, chunks still pending): once before the
+#: first round, then after each. Chunks, not distinct inputs: a chunk whose input was
+#: embedded already counts too, so done + pending stays the same through a phase.
 EmbedProgress = Callable[[int, int], None]
 #: Largest metadata of one document, as JSON: it is parsed again with every chunk of the
 #: document that a search or a read returns, so a large value costs once per chunk.
@@ -114,11 +120,15 @@ class DocumentWriter:
         written in one commit, until none are left or ``stop`` is set. Each distinct input is
         embedded once: inputs repeated in a round, or already stored, are reused. Returns
         how many inputs were embedded."""
-        embedded = 0
+        embedded = filled = 0
+        size = _FIRST_ROUND_CHUNKS
+        if progress is not None:
+            progress(0, store.pending_count())
         while stop is None or not stop.is_set():
-            work = store.pending_work(EMBED_ROUND_CHUNKS)
+            work = store.pending_work(size)
             if not work:
                 break
+            size = min(2 * size, EMBED_ROUND_CHUNKS)
             started = time.perf_counter()
             known = store.known_vectors(h for _, h, _ in work)
             todo: dict[str, str] = {}
@@ -132,11 +142,12 @@ class DocumentWriter:
                 known.update(zip(order, np.asarray(vectors, dtype=np.float32), strict=True))
             store.fill_pending({pk: known[h] for pk, h, _ in work})
             embedded += len(order)
+            filled += len(work)
             seconds = time.perf_counter() - started
             if seconds > 0:
                 store.catalog.set_meta({"embed_rate": f"{len(work) / seconds:.3f}"})
             if progress is not None:
-                progress(embedded, store.pending_count())
+                progress(filled, store.pending_count())
         return embedded
 
     def reembed(self, catalog: Catalog, hashes: Sequence[str]) -> dict[str, np.ndarray]:
