@@ -20,7 +20,6 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperOption
 
-from guaipeca import __version__
 from guaipeca.cli.configure import check_model, init
 from guaipeca.cli.context import (
     EXIT_INTERNAL,
@@ -64,6 +63,8 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
+        from guaipeca import __version__
+
         out.print(f"guaipeca {__version__}")
         raise typer.Exit()
 

@@ -59,6 +59,7 @@ from guaipeca.errors import (
 )
 from guaipeca.server.asgi import caller_of, error_response, identity_of
 from guaipeca.server.bind import listen
+from guaipeca.server.health import health_body
 from guaipeca.server.idle import IdleTrim, ToolCalls
 from guaipeca.server.limits import BodyLimitMiddleware, RateLimitMiddleware, RpcBodyMiddleware
 from guaipeca.server.resource import ProtectedResource
@@ -77,7 +78,6 @@ from guaipeca.server.service import Service
 from guaipeca.server.tools import build_server
 from guaipeca.server.webui import WEB_PAGE_PATHS, web_routes
 from guaipeca.server.writes import caller
-from guaipeca.types import IndexStats
 
 __all__ = ["allowed_hosts", "build_app", "make_server", "serve_http"]
 
@@ -218,33 +218,6 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, str(exc.detail), dict(exc.headers or {}))
 
 
-def _health_body(backend: str, stats: IndexStats, broken: list[str]) -> dict[str, Any]:
-    """``GET /health`` while the backend is up: the counts, and which corpora are broken."""
-    body: dict[str, Any] = {
-        "status": "ok",
-        "version": __version__,
-        "backend": backend,
-        "backend_status": "up",
-        "documents": stats.documents,
-        "chunks": stats.chunks,
-        # Progressive indexing: searchable by keyword only until embedded.
-        "pending_chunks": stats.pending_chunks,
-        "pending_seconds": stats.pending_seconds,
-        "corpora": [
-            {
-                "name": c.name,
-                "documents": c.documents,
-                "chunks": c.chunks,
-                "pending_chunks": c.pending_chunks,
-            }
-            for c in stats.corpora
-        ],
-    }
-    if broken:  # names only: the reasons can name files
-        body["broken_corpora"] = broken
-    return body
-
-
 class _PlainRoutes:
     """The plain routes over ``service`` and its MCP ``server``: one method per route."""
 
@@ -267,7 +240,7 @@ class _PlainRoutes:
         except Exception:
             log.exception("health check failed")
             return JSONResponse({"status": "error", "version": __version__}, status_code=503)
-        body = _health_body(backend, stats, sorted(index.broken_corpora))
+        body = health_body(self.service, backend, stats)
         problem = self.service.disk_problem()
         if problem is not None:  # searches work; writes fail until space is freed
             body.update(status="degraded", reason=problem)

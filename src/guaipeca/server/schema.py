@@ -257,6 +257,11 @@ class CorpusStatus(BaseModel):
     )
     configured: bool = Field(description="listed in the server's configuration")
     indexed: bool = Field(description="present in the index")
+    searched: bool = Field(
+        True,
+        description="covered by a search that names no corpus, and counted in the totals "
+        "(false: see note)",
+    )
     upload_allowed: bool
     note: str | None = Field(
         None,
@@ -287,8 +292,8 @@ class StatusOut(BaseModel):
     version: str
     model: str
     dimension: int
-    documents: int
-    chunks: int
+    documents: int = Field(description="in the searched corpora (see corpora[].searched)")
+    chunks: int = Field(description="in the searched corpora")
     pending_chunks: int = Field(
         0, description="chunks searchable by keyword only, waiting for their vectors"
     )

@@ -6,6 +6,7 @@ lock; reads never wait for it.
 """
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -171,6 +172,16 @@ class Service:
             return corpora
         present = set(self.index.corpora)
         return [name for name in self._corpora if name in present]
+
+    def searched(self, stats: IndexStats) -> IndexStats:
+        """``stats`` of the corpora a search covers when it names none (:meth:`scope`): the
+        totals of ``/health`` and ``status`` count these only, and list the others as not
+        searched."""
+        scope = self.scope(None)
+        if scope is None:
+            return stats
+        kept = tuple(c for c in stats.corpora if c.name in scope)
+        return dataclasses.replace(stats, corpora=kept)
 
     def document_id(self, path: str, corpus: str | None) -> tuple[str, str | None]:
         """``(doc_id, corpus)`` of a document named by its path, as the seed Guaipeca named
@@ -379,6 +390,7 @@ class Service:
             emb = self.index.embedder
             stats = IndexStats(None, emb.name, emb.dimension, ())
         by_name = {c.name: c for c in stats.corpora}
+        counted = self.searched(stats)  # the totals: a corpus left out is only listed
         allowed = set(self.settings.upload.allow)
         names = list(self._corpora) + [n for n in by_name if n not in self._corpora]
         corpora = []
@@ -397,6 +409,7 @@ class Service:
                     pending_seconds=st.pending_seconds if st else 0.0,
                     configured=conf is not None,
                     indexed=st is not None,
+                    searched=conf is not None or self.loaded.source is None,
                     upload_allowed=name in allowed,
                     note=None
                     if conf is not None or self.loaded.source is None
@@ -415,10 +428,10 @@ class Service:
             version=__version__,
             model=stats.model,
             dimension=stats.dimension,
-            documents=stats.documents,
-            chunks=stats.chunks,
-            pending_chunks=stats.pending_chunks,
-            pending_seconds=stats.pending_seconds,
+            documents=counted.documents,
+            chunks=counted.chunks,
+            pending_chunks=counted.pending_chunks,
+            pending_seconds=counted.pending_seconds,
             corpora=corpora,
             broken=[
                 BrokenCorpus(name=n, reason=self.sanitise(r))
