@@ -39,6 +39,7 @@ __all__ = [
     "find_related",
     "keyword_and_semantic_search",
     "keyword_search",
+    "missing_chunks",
     "read_chunks",
     "read_neighbors",
     "search_depth",
@@ -369,10 +370,15 @@ def read_chunks(index: Index, chunk_ids: str | Sequence[str]) -> list[Chunk]:
         except NotFoundError:
             missing.append(cid)
     if missing:
-        shown = ", ".join(repr(m[:80]) for m in missing[:5])
-        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        raise NotFoundError(f"no chunk with id {shown}{more} (ids look like 'corpus:number')")
+        raise missing_chunks(missing)
     return found
+
+
+def missing_chunks(missing: Sequence[str]) -> NotFoundError:
+    """The error of a read that named chunk ids that do not exist (up to five shown)."""
+    shown = ", ".join(repr(m[:80]) for m in missing[:5])
+    more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+    return NotFoundError(f"no chunk with id {shown}{more} (ids look like 'corpus:number')")
 
 
 def enrichment(index: Index, chunk_ids: str | Sequence[str]) -> dict[str, Enrichment | None]:

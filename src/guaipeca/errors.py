@@ -73,6 +73,11 @@ class IdentityProviderError(GuaipecaError):
     retry later. The message is safe to show."""
 
 
+class AccessDeniedError(GuaipecaError):
+    """The caller's grants (``access:``) do not let it write a corpus it may read. A corpus
+    it may not read is never named: that is a :class:`NotFoundError`, as for one missing."""
+
+
 class UnsafePathError(GuaipecaError):
     """A client-given path that could leave its folder or look like another one."""
 

@@ -17,9 +17,11 @@ from pydantic import SecretStr
 from guaipeca.config import (
     ENV_OVERRIDES,
     SUPPORTED_EXTENSIONS,
+    AccessGrant,
     CorpusSettings,
     LoadedSettings,
     Settings,
+    Who,
     check_corpus_paths,
     config_path,
     home_dir,
@@ -247,10 +249,11 @@ def test_unreadable_config_is_a_config_error(tmp_path: Path) -> None:
 # -- robustness --------------------------------------------------------------------------
 _SECTIONS: dict[str, list[str]] = {
     "corpora": list(CorpusSettings.model_fields),
+    "access": list(AccessGrant.model_fields) + [f"who.{k}" for k in Who.model_fields],
     **{
         name: setting_keys(field.annotation)  # type: ignore[arg-type]
         for name, field in Settings.model_fields.items()
-        if name != "corpora"
+        if name not in ("corpora", "access")
     },
 }
 _INTERESTING = st.sampled_from(
@@ -277,6 +280,7 @@ _CONFIGS = st.dictionaries(
     st.one_of(
         _VALUES,
         st.lists(_section(_SECTIONS["corpora"]), max_size=3),
+        st.lists(_section(_SECTIONS["access"]), max_size=3),
         *[_section(keys) for keys in _SECTIONS.values()],
     ),
     max_size=6,

@@ -50,9 +50,12 @@ def _uncommented_sample(template: str, folder: Path) -> str:
 def test_template_shows_every_key_with_a_comment_above_it(tmp_path: Path) -> None:
     template = render_default_config()
     data = yaml.safe_load(template)
-    expected = {f for f in setting_keys(Settings) if not f.startswith("corpora")}
+    # corpora and access are lists: commented-out samples.
+    expected = {f for f in setting_keys(Settings) if not f.startswith(("corpora", "access"))}
+    sections = set(Settings.model_fields) - {"corpora", "access"}
     nested = {"storage.qdrant", "server.oidc", "server.claims"}
-    assert _keys(data) == expected | nested | set(Settings.model_fields) - {"corpora"}
+    assert _keys(data) == expected | nested | sections
+    assert "# access:\n#   - who: {group: legal}" in template
     sample = yaml.safe_load(_uncommented_sample(template, tmp_path))["corpora"]
     assert len(sample) == 1
     assert set(sample[0]) == set(CorpusSettings.model_fields)

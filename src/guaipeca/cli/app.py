@@ -6,8 +6,9 @@ and progress go to stderr; results go to stdout (``--json`` for scripts).
 Each command lives with its group: configure.py (init, check-model), indexing.py (index),
 searching.py (search), status.py (status, corpora), maintenance.py (drop, migrate, reembed,
 compact, check), serving.py (serve, install-service), tokens.py (token add, list, revoke),
-evaluation.py (eval). A command imports what it needs when it runs, so that ``guaipeca
---help`` and a keyword search start fast.
+evaluation.py (eval), audit.py (audit, the server's log of writes and denied requests). A
+command imports what it needs when it runs, so that ``guaipeca --help`` and a keyword search
+start fast.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperOption
 
+from guaipeca.cli.audit import audit
 from guaipeca.cli.configure import check_model, init
 from guaipeca.cli.context import (
     EXIT_INTERNAL,
@@ -109,6 +111,7 @@ app.command()(migrate)
 app.command()(reembed)
 app.command()(compact)
 app.command()(check)
+app.command()(audit)
 app.command("eval")(eval_)
 
 

@@ -7,6 +7,7 @@ commented file that ``guaipeca init`` writes.
   ``EngineSettings``, what ``Index`` needs;
 - ``sections``: the file's other sections (corpora, server, upload, OCR, storage, limits);
 - ``identity``: the server's identity sources (JWT claim names, an OpenID provider);
+- ``access``: the ``access:`` grants (who reads and writes which corpora) and ``audit:``;
 - ``settings``: ``Settings``, the whole file, and the checks that span sections;
 - ``loading``: finding, reading and validating the file with ``GUAIPECA_*`` overrides;
 - ``messages``: each problem as one line naming the key and the file;
@@ -14,6 +15,13 @@ commented file that ``guaipeca init`` writes.
 
 Everything else in the package imports its settings from here."""
 
+from guaipeca.config.access import (
+    ALL_CORPORA,
+    AccessGrant,
+    AuditSettings,
+    Who,
+    audit_path,
+)
 from guaipeca.config.engine import (
     ChunkingSettings,
     EmbeddingSettings,
@@ -49,10 +57,13 @@ from guaipeca.config.settings import Settings
 from guaipeca.config.template import render_default_config
 
 __all__ = [
+    "ALL_CORPORA",
     "DEFAULT_CORPUS",
     "ENV_OVERRIDES",
     "MAX_TOP_K",
     "SUPPORTED_EXTENSIONS",
+    "AccessGrant",
+    "AuditSettings",
     "ChunkingSettings",
     "ClaimSettings",
     "CorpusSettings",
@@ -70,6 +81,8 @@ __all__ = [
     "Settings",
     "StorageSettings",
     "UploadSettings",
+    "Who",
+    "audit_path",
     "check_corpus_paths",
     "config_path",
     "did_you_mean",

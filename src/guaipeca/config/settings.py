@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from guaipeca.config.access import AccessGrant, AuditSettings, check_grants
 from guaipeca.config.engine import (
     ChunkingSettings,
     EmbeddingSettings,
@@ -69,10 +70,18 @@ class Settings(FrozenModel):
     limits: LimitsSettings = Field(
         default_factory=LimitsSettings, description="how much of one big file is read"
     )
+    audit: AuditSettings = Field(
+        default_factory=AuditSettings,
+        description="the server's log of writes and denied requests (guaipeca audit reads it)",
+    )
+    access: list[AccessGrant] | None = Field(
+        None,
+        description="who may read and write which corpora (none: every credential, everything)",
+    )
 
     @field_validator(
         "corpora", "embedding", "chunking", "search", "rerank", "server", "upload", "storage",
-        "enrich", "limits", "ocr", mode="before",
+        "enrich", "limits", "ocr", "audit", mode="before",
     )  # fmt: skip
     @classmethod
     def _empty_section(cls, value: object, info: ValidationInfo) -> object:
@@ -119,6 +128,8 @@ class Settings(FrozenModel):
             )
         if problems:
             raise KeyProblems(problems)
+        if self.access is not None:
+            check_grants(self.access, names)
         return self
 
     def engine(self) -> EngineSettings:

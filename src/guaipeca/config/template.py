@@ -43,6 +43,20 @@ _CORPORA = """\
 {items}
 """
 
+_ACCESS = """\
+# Who may read and write which corpora. While there is no `access` key (as here),
+# every valid credential reads and writes every corpus. Each grant names whom
+# (token, subject, group, role or scope of a JWT, or anyone: true), the corpora
+# (or "*") and what they can (read; write includes read):
+# access:
+#   - who: {group: legal}
+#     corpora: [contracts]
+#     can: [read, write]
+#   - who: {anyone: true}
+#     corpora: [handbook]
+#     can: [read]
+"""
+
 _SAMPLE_CORPUS: Final[Mapping[str, object]] = MappingProxyType(
     {"name": "notes", "path": "~/Documents", "topic": "my notes and papers"}
 )
@@ -127,6 +141,9 @@ def render_default_config() -> str:
     defaults = Settings()
     for section in list(Settings.model_fields)[1:]:  # after corpora
         value = getattr(defaults, section)
+        if not isinstance(value, BaseModel):  # access: a list, shown as a sample
+            parts.append(_ACCESS)
+            continue
         about = str(Settings.model_fields[section].description)
         lines = [f"# {about[0].upper()}{about[1:]}.", f"{section}:"]
         lines.extend(_section_lines(type(value), value, "  "))

@@ -14,6 +14,8 @@ __all__ = ["health_body"]
 
 
 def health_body(service: Service, backend: str, stats: IndexStats) -> dict[str, Any]:
+    guard = service.guard  # under grants: the corpora an anonymous caller may read
+    stats = guard.stats(stats)
     counted = service.searched(stats)
     searched = {c.name for c in counted.corpora}
     body: dict[str, Any] = {
@@ -37,7 +39,7 @@ def health_body(service: Service, backend: str, stats: IndexStats) -> dict[str, 
             for c in stats.corpora
         ],
     }
-    broken = sorted(service.index.broken_corpora)
+    broken = guard.readable(sorted(service.index.broken_corpora))
     if broken:  # names only: the reasons can name files
         body["broken_corpora"] = broken
     return body

@@ -12,8 +12,8 @@ Routes:
 
 Middleware, outermost first: sanitised errors, allowed hosts (DNS rebinding), CORS, auth
 (wrong credentials throttled), session owner (binds MCP sessions to the identity, sets the
-write queue's caller), body size limit, rate limit (not MCP routes: limited in the tool),
-MCP bodies (read whole; over-long names refused).
+write queue's caller), access (the caller's grants, server/access.py), body size limit, rate
+limit (not MCP routes: limited in the tool), MCP bodies (read whole; over-long names refused).
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from guaipeca.errors import (
     NotFoundError,
     WriteQueueFullError,
 )
+from guaipeca.server.access import AccessMiddleware
 from guaipeca.server.asgi import caller_of, error_response, identity_of
 from guaipeca.server.bind import listen
 from guaipeca.server.health import health_body
@@ -361,6 +362,7 @@ def _middleware(
             failures=failure_bucket(settings.auth_failures_per_minute),
         ),
         Middleware(_SessionOwnerMiddleware),
+        Middleware(AccessMiddleware, policy=service.guard.policy),
         # Before the MCP routes' body check, which reads their bodies whole: no body past
         # the limit is ever buffered.
         Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),

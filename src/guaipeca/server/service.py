@@ -1,9 +1,6 @@
 """What the MCP tools act on (server/tools/): the open index, the loaded settings, the
 configured corpora and their folders (names and paths are checked in server/files.py).
-
-Thread-safe: tools call it from worker threads. Writes (re-index, upload, delete) take one
-lock; reads never wait for it.
-"""
+Thread-safe: tools call it from worker threads; writes take one lock, reads never wait."""
 
 import contextlib
 import dataclasses
@@ -18,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from guaipeca import __version__
-from guaipeca.config import CorpusSettings, LoadedSettings, Settings, did_you_mean
+from guaipeca.config import CorpusSettings, LoadedSettings, Settings, audit_path, did_you_mean
 from guaipeca.convert import FileLimits, OcrOptions, convert_bytes
 from guaipeca.embed import identity_of
 from guaipeca.errors import (
@@ -35,6 +32,8 @@ from guaipeca.errors import (
 from guaipeca.index import Index
 from guaipeca.ingest import ConversionCache, SyncReport, cache_key, contained, sync_folder
 from guaipeca.progress import RoundLog
+from guaipeca.server.access import AccessPolicy
+from guaipeca.server.audit import AuditLog
 from guaipeca.server.files import (
     check_name,
     check_subfolder,
@@ -44,6 +43,7 @@ from guaipeca.server.files import (
     real_path,
     write_upload,
 )
+from guaipeca.server.guard import CorpusGuard
 from guaipeca.server.idle import ToolCalls
 from guaipeca.server.limits import TokenBucket
 from guaipeca.server.schema import (
@@ -63,7 +63,7 @@ from guaipeca.server.schema import (
     chunk_out,
     hit_out,
 )
-from guaipeca.server.writes import WriteQueue
+from guaipeca.server.writes import WriteQueue, current_caller
 from guaipeca.types import Chunk, Hit, IndexStats
 
 __all__ = ["WRITER_WAIT_SECONDS", "Service"]
@@ -105,6 +105,12 @@ class Service:
             loaded.settings.server.max_queued_writes, loaded.settings.server.max_writes_per_caller
         )
         self._corpora = {c.name: c for c in loaded.settings.corpora}
+        audit = loaded.settings.audit
+        #: Writes and denied requests (server/audit.py); who may do what (server/guard.py).
+        self.audit = AuditLog(audit_path(audit, loaded.data_dir), audit.max_bytes, audit.backups)
+        self.guard = CorpusGuard(
+            AccessPolicy(loaded.settings.access), self.audit, list(self._corpora), index
+        )
         self._roots = {c.name: real_path(c.path) for c in loaded.settings.corpora}
         self._data_dir = real_path(loaded.data_dir)
         self._replacements = self._path_replacements()
@@ -124,8 +130,11 @@ class Service:
         """A configured corpus.
 
         Raises:
-            NotFoundError: no corpus of that name in the configuration.
+            NotFoundError: no corpus of that name in the configuration (or, under grants,
+                none the caller may read).
         """
+        if self.guard.limited and (name not in self._corpora or not self.guard.can_read(name)):
+            raise self.guard.hidden(name)
         try:
             return self._corpora[name]
         except KeyError:
@@ -169,9 +178,9 @@ class Service:
         not searched: ``status`` shows it with the command that drops it). Without a config
         file, every corpus (None)."""
         if corpora is not None or self.loaded.source is None:
-            return corpora
+            return self.guard.scope(corpora, None)
         present = set(self.index.corpora)
-        return [name for name in self._corpora if name in present]
+        return self.guard.scope(None, [name for name in self._corpora if name in present])
 
     def searched(self, stats: IndexStats) -> IndexStats:
         """``stats`` of the corpora a search covers when it names none (:meth:`scope`): the
@@ -195,7 +204,7 @@ class Service:
         if not given.is_absolute():
             return given.as_posix(), corpus
         real = real_path(given)
-        names = [corpus] if corpus is not None else list(self._roots)
+        names = [corpus] if corpus is not None else self.guard.readable(list(self._roots))
         for name in names:
             root = self._roots.get(name)
             for candidate in (given, real):
@@ -326,6 +335,18 @@ class Service:
             seconds=round(report.seconds, 3),
         )
 
+    @contextlib.contextmanager
+    def audited(self, corpus: str | None) -> Iterator[None]:
+        """Write the outcome of the write in the block (ok, or error and why) to the
+        audit log, under the current caller and door."""
+        try:
+            yield
+        except Exception as exc:
+            why = self.sanitise(str(exc)) if isinstance(exc, GuaipecaError) else "internal error"
+            self.audit.record(current_caller(), "error", corpus, why)
+            raise
+        self.audit.record(current_caller(), "ok", corpus)
+
     # -- a full disk -------------------------------------------------------------------
     @contextlib.contextmanager
     def watching_disk(self, folder: Path) -> Iterator[None]:
@@ -389,10 +410,12 @@ class Service:
         if stats is None:
             emb = self.index.embedder
             stats = IndexStats(None, emb.name, emb.dimension, ())
+        stats = self.guard.stats(stats)  # under grants: the readable corpora only
         by_name = {c.name: c for c in stats.corpora}
         counted = self.searched(stats)  # the totals: a corpus left out is only listed
-        allowed = set(self.settings.upload.allow)
+        allowed = {n for n in self.settings.upload.allow if self.guard.rights.may_write(n)}
         names = list(self._corpora) + [n for n in by_name if n not in self._corpora]
+        names = self.guard.readable(names) if self.guard.limited else names
         corpora = []
         for name in names:
             conf = self._corpora.get(name)
@@ -424,6 +447,8 @@ class Service:
                 )
             )
         running = self.indexing
+        if running and not self.guard.rights.may_read(running[0]):
+            running = None
         return StatusOut(
             version=__version__,
             model=stats.model,
@@ -436,6 +461,7 @@ class Service:
             broken=[
                 BrokenCorpus(name=n, reason=self.sanitise(r))
                 for n, r in self.index.broken_corpora.items()
+                if self.guard.rights.may_read(n)
             ],
             indexing=IndexingState(corpus=running[0], seconds=round(running[1], 3))
             if running
@@ -450,7 +476,10 @@ class Service:
         with contextlib.suppress(RuntimeError):
             home = Path.home()
         out = []
+        rights = self.guard.rights
         for c in self.settings.corpora:
+            if not rights.may_read(c.name):
+                continue
             shown = c.path
             if home is not None and c.path.is_relative_to(home):
                 shown = Path("~") / c.path.relative_to(home)
@@ -464,13 +493,13 @@ class Service:
                     language=c.language,
                     extensions=list(c.extensions),
                     exclude=list(c.exclude),
-                    upload_allowed=c.name in up.allow,
+                    upload_allowed=c.name in up.allow and rights.may_write(c.name),
                 )
             )
         return FoldersOut(
             folders=out,
             upload=UploadLimits(
-                corpora=list(up.allow),
+                corpora=[n for n in up.allow if rights.may_write(n)],
                 max_file_size=up.max_file_size,
                 allowed_extensions=list(up.allowed_extensions),
                 auto_index=up.auto_index,
@@ -479,8 +508,16 @@ class Service:
 
     # -- writing files -----------------------------------------------------------------
     def writable_corpus(self, corpus: str) -> CorpusSettings:
+        """A corpus that accepts uploads and deletes, from this caller.
+
+        Raises:
+            NotFoundError: no such corpus (or, under grants, not readable).
+            AccessDeniedError: under grants, readable but not writable.
+            InvalidArgumentError: not in ``upload.allow``.
+        """
         conf = self.corpus(corpus)
-        allowed = self.settings.upload.allow
+        self.guard.check_write(corpus)
+        allowed = self.guard.readable(self.settings.upload.allow)
         if corpus not in allowed:
             listed = ", ".join(allowed) or "none"
             raise InvalidArgumentError(
@@ -526,6 +563,18 @@ class Service:
             InvalidArgumentError: corpus not in ``upload.allow``, a bad name, extension or
                 size, the file exists (without ``overwrite``), or it does not convert.
         """
+        with self.audited(corpus):
+            return self._upload(corpus, filename, data, subfolder, overwrite, index)
+
+    def _upload(
+        self,
+        corpus: str,
+        filename: str,
+        data: bytes,
+        subfolder: str | None,
+        overwrite: bool,
+        index: bool | None,
+    ) -> UploadOut:
         conf = self.writable_corpus(corpus)
         up, ocr = self.settings.upload, OcrOptions.from_settings(self.settings.ocr, conf.language)
         name = check_name(filename)
@@ -606,7 +655,11 @@ class Service:
             InvalidArgumentError: the corpus does not accept deletes.
             NotFoundError: no such document.
         """
-        self.writable_corpus(corpus)
+        with self.audited(corpus):
+            self.writable_corpus(corpus)
+            return self._delete(corpus, doc_id, index)
+
+    def _delete(self, corpus: str, doc_id: str, index: bool) -> DeleteOut:
         with (
             self._write_lock,
             self.index.writing([corpus], wait=WRITER_WAIT_SECONDS),

@@ -10,6 +10,8 @@
   not do over MCP already.
 - ``PUT /api/upload?corpus=&filename=[&subfolder=][&overwrite=true]``: the file's raw
   bytes as the body (no base64), then the same checks as the ``upload`` tool.
+- ``GET /api/me``: who is signed in (the identity the credential proved, or none) and
+  the corpora it may read and write, so the page can say so.
 - ``POST /api/render``: Markdown the page already fetched (a document, snippets) as
   sanitised HTML, the hit's span marked (``webrender``). Behind the same auth, though it
   reads nothing: it keeps the server's unauthenticated surface to the static page.
@@ -44,7 +46,7 @@ from guaipeca.errors import (
     StoppedError,
     WriteQueueFullError,
 )
-from guaipeca.server.asgi import error_response
+from guaipeca.server.asgi import error_response, principal_of
 from guaipeca.server.limits import json_body
 from guaipeca.server.service import Service
 from guaipeca.server.webrender import MAX_RENDER_CHARS, render_markdown
@@ -197,6 +199,26 @@ class _WebApi:
             return error_response(status, service.sanitise(text or "the tool failed"))
         return JSONResponse(result.structured_content or {})
 
+    async def me(self, request: Request) -> Response:
+        guard, who = self.service.guard, principal_of(request.scope)
+
+        def rights() -> tuple[list[str], list[str]]:
+            readable = guard.readable()
+            return readable, [n for n in readable if guard.rights.may_write(n)]
+
+        read, write = await anyio.to_thread.run_sync(rights)
+        return JSONResponse(
+            {
+                "identity": who.key if who else None,
+                "subject": who.subject if who else None,
+                "source": who.source if who else None,
+                "groups": sorted(who.claims.get("group", ())) if who else [],
+                "grants": guard.policy.enabled,
+                "read": read,
+                "write": write,
+            }
+        )
+
     async def render(self, request: Request) -> Response:
         if not _origin_allowed(request, self.cors_origins):
             return error_response(403, "origin not allowed")
@@ -267,4 +289,5 @@ def web_routes(service: Service, server: MCPServer[Any]) -> list[BaseRoute]:
         Route("/api/tools/{name}", endpoint=api.call_tool, methods=["POST"]),
         Route("/api/upload", endpoint=api.upload, methods=["PUT"]),
         Route("/api/render", endpoint=api.render, methods=["POST"]),
+        Route("/api/me", endpoint=api.me, methods=["GET"]),
     ]

@@ -168,8 +168,11 @@ async def client(service: Service) -> AsyncIterator[Client]:
 
 
 def listing(folder: Path) -> list[str]:
-    """Every entry under ``folder``, hidden ones included."""
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+    """Every entry under ``folder``, hidden ones included, but the audit log (a refused
+    write is logged there: that is its point)."""
+    return sorted(
+        str(p.relative_to(folder)) for p in folder.rglob("*") if not p.name.startswith("audit.")
+    )
 
 
 def data(result: CallToolResult) -> dict[str, Any]:

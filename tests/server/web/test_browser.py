@@ -10,7 +10,6 @@ Without a browser the tests skip, except under CI (``CI=true``), where they must
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,10 +19,9 @@ import pytest
 
 from support import REPO
 from support.http import LiveServer
-from support.web import TOKEN
+from support.web import TOKEN, chromium, need_chromium
 
 selenium = pytest.importorskip("selenium", reason="selenium is not installed")
-from selenium import webdriver  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
@@ -36,41 +34,13 @@ pytestmark = pytest.mark.slow  # browser: headless Chromium against a real serve
 SHOTS = REPO / "docs" / "screenshots"
 _TMP_SHOTS = Path(tempfile.mkdtemp(prefix="guaipeca-screenshots-"))
 DOWNLOADS = Path(tempfile.mkdtemp(prefix="guaipeca-downloads-"))
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
-
-if not (CHROMIUM and DRIVER):
-    if os.environ.get("CI") == "true":
-        raise RuntimeError("CI: chromium and chromedriver must be installed (.ci/run does it)")
-    pytest.skip(
-        "no chromium/chromedriver (apt-get install chromium chromium-driver)",
-        allow_module_level=True,
-    )
+need_chromium()
 
 
 @pytest.fixture(scope="module")
 def browser(web_live: LiveServer) -> Iterator[WebDriver]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",  # root in CI
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,900",
-        "--lang=en-US",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-    ):
-        options.add_argument(arg)
-    # "Download original" saves here (the page fetches the file with the token).
-    options.add_experimental_option(
-        "prefs",
-        {"download.default_directory": str(DOWNLOADS), "download.prompt_for_download": False},
-    )
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(str(DRIVER)))
-    driver.set_page_load_timeout(60)
+    # "Download original" saves into DOWNLOADS (the page fetches the file with the token).
+    driver = chromium(DOWNLOADS)
     try:
         driver.get(web_live.url + "/")
         yield driver

@@ -208,6 +208,12 @@ _DateTo = Annotated[
 ]
 
 
+def _check_chunk_ids(service: Service, chunk_ids: str | list[str]) -> None:
+    """Chunk ids of corpora the caller may not read are missing (server/guard.py)."""
+    ids = [chunk_ids] if isinstance(chunk_ids, str) else list(dict.fromkeys(chunk_ids))
+    service.guard.chunk_ids(ids, service.index.get_chunk, agentic.missing_chunks)
+
+
 def _default_k(service: Service) -> int:
     return min(service.settings.search.top_k, TOOL_MAX_TOP_K)
 
@@ -391,6 +397,7 @@ def register_read_chunk(tool: Registrar, service: Service) -> None:
         """
 
         def read() -> EnrichedChunksOut:
+            _check_chunk_ids(service, chunk_ids)
             chunks = agentic.read_chunks(idx, chunk_ids)
             extra = agentic.enrichment(idx, [c.chunk_id for c in chunks])
             return EnrichedChunksOut(
@@ -426,6 +433,7 @@ def register_read_neighbors(tool: Registrar, service: Service) -> None:
         """
 
         def read() -> NeighborsOut:
+            _check_chunk_ids(service, chunk_ids)
             spans = agentic.read_neighbors(idx, chunk_ids, window)
             return NeighborsOut(window=window, spans=[_span_out(service, sp) for sp in spans])
 
@@ -472,13 +480,17 @@ def register_find_related(tool: Registrar, service: Service, gate: SearchGate) -
         seeds = [chunk_ids] if isinstance(chunk_ids, str) else list(dict.fromkeys(chunk_ids))
 
         def run(cancel: threading.Event) -> tuple[list[RelatedHit], dict[str, Enrichment | None]]:
+            _check_chunk_ids(service, seeds)
+            scope = service.scope(corpora)
+            if scope == []:  # nothing readable to search (an empty list is every corpus there)
+                return [], agentic.enrichment(idx, seeds)
             found = agentic.find_related(
                 idx,
                 seeds,
                 query,
                 top_k_after=top_k_after,
                 top_k_before=top_k_before,
-                corpora=service.scope(corpora),
+                corpora=scope,
                 exclude=exclude or (),
                 same_document=same_document,
                 cancel=cancel,

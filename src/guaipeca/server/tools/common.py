@@ -32,6 +32,7 @@ from pydantic import AnyUrl, ValidationError
 
 from guaipeca.config import did_you_mean
 from guaipeca.errors import GuaipecaError, InvalidArgumentError
+from guaipeca.server.audit import door
 from guaipeca.server.limits import rate_counted, too_many_requests
 from guaipeca.server.service import (
     Service,
@@ -221,6 +222,7 @@ def guard(service: Service, fn: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awa
         if wait > 0:
             raise ToolError(too_many_requests(wait))
         service.tool_calls.started()
+        entered = door.set(f"tool:{fn.__name__}")  # what the audit log names
         try:
             return await fn(*args, **kwargs)
         except ToolError:
@@ -231,6 +233,7 @@ def guard(service: Service, fn: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awa
             log.exception("tool %s failed", fn.__name__)
             raise ToolError(INTERNAL_ERROR) from None
         finally:
+            door.reset(entered)
             service.tool_calls.done()
 
     return guarded

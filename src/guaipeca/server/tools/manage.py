@@ -34,6 +34,14 @@ __all__ = [
 ]
 
 
+def _upload_corpora(service: Service) -> str:
+    """The corpora that accept uploads, as the tool descriptions name them: under grants,
+    not at all (every caller sees the same descriptions; list_folders shows its own)."""
+    if service.guard.policy.enabled:
+        return "see list_folders (upload_allowed)"
+    return ", ".join(service.settings.upload.allow) or "none"
+
+
 def register_index(tool: Registrar, service: Service) -> None:
     """Registers the ``index`` tool."""
 
@@ -67,13 +75,22 @@ def register_index(tool: Registrar, service: Service) -> None:
         configured = [c.name for c in service.settings.corpora]
         every = corpus is None or (corpus == "all" and "all" not in configured)
         names = configured if every else [str(corpus)]
+        if every and service.guard.limited:  # under grants: those the caller may write
+            names = [n for n in names if service.guard.can_write(n)]
         if not names:
-            raise InvalidArgumentError("the server's configuration lists no corpora")
+            mine = " you may write" if service.guard.limited else ""
+            raise InvalidArgumentError(f"the server's configuration lists no corpora{mine}")
+        for name in names:  # before queueing: a denied write does not wait its turn
+            await in_thread(functools.partial(service.guard.check_write, name))
 
         def run() -> list[SyncReport]:
             for name in names:
                 service.corpus_root(name)  # every folder checked before any run starts
-            return [service.reindex(name, force=force) for name in names]
+            reports = []
+            for name in names:
+                with service.audited(name):
+                    reports.append(service.reindex(name, force=force))
+            return reports
 
         reports = await service.writes.run(run)
         return IndexOut(corpora=[service.summary(r) for r in reports])
@@ -117,7 +134,7 @@ def register_upload(tool: Registrar, service: Service) -> None:
             str,
             Field(
                 min_length=1,
-                description=f"A corpus that accepts uploads: {', '.join(up.allow) or 'none'}.",
+                description=f"A corpus that accepts uploads: {_upload_corpora(service)}.",
             ),
         ],
         filename: Annotated[
@@ -178,7 +195,6 @@ def register_upload(tool: Registrar, service: Service) -> None:
 
 def register_delete(tool: Registrar, service: Service) -> None:
     """Registers the ``delete`` tool."""
-    up = service.settings.upload
 
     @tool(
         "Delete a document",
@@ -192,7 +208,7 @@ def register_delete(tool: Registrar, service: Service) -> None:
             Field(
                 min_length=1,
                 description="The document's corpus (one that accepts uploads: "
-                f"{', '.join(up.allow) or 'none'}).",
+                f"{_upload_corpora(service)}).",
             ),
         ],
         doc_id: Annotated[

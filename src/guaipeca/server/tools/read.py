@@ -41,7 +41,6 @@ __all__ = [
 
 def register_get_chunk(tool: Registrar, service: Service) -> None:
     """Registers the ``get_chunk`` tool."""
-    idx = service.index
 
     @tool("Read chunks", links=True, **READ_ONLY)
     async def get_chunk(
@@ -70,7 +69,7 @@ def register_get_chunk(tool: Registrar, service: Service) -> None:
             found, missing = [], []
             for cid in ids:
                 try:
-                    found.append(idx.get_chunk(cid))
+                    found.append(service.guard.get_chunk(cid))
                 except NotFoundError:
                     missing.append(cid)
             if missing:
@@ -126,6 +125,7 @@ def register_get_document(tool: Registrar, service: Service) -> None:
         section_filter when only a part is needed. Give doc_id or source_path.
         """
         doc_id, corpus = document_named(service, doc_id, "source_path", source_path, corpus)
+        corpus = await in_thread(functools.partial(service.guard.document_corpus, doc_id, corpus))
         doc = await in_thread(functools.partial(idx.get_document, doc_id, corpus=corpus))
         await in_thread(
             functools.partial(service.check_served, doc.corpus, doc.doc_id, doc.source_path)
@@ -169,8 +169,10 @@ def register_list_documents(tool: Registrar, service: Service) -> None:
         Use it to see what a corpus holds or to find a doc_id; page on with
         offset=next_offset.
         """
-        scope = service.scope(None) if corpus is None else None
-        if scope is not None:  # configured corpora only
+        if corpus is not None:
+            await in_thread(functools.partial(service.guard.check_read, corpus))
+        scope = await in_thread(functools.partial(service.scope, None)) if corpus is None else None
+        if scope is not None:  # configured (and, under grants, readable) corpora only
             only = {"corpus": {"$in": scope}}
             where = {"$and": [where, only]} if where else only
         rows = await in_thread(
@@ -240,6 +242,7 @@ def register_get_toc(tool: Registrar, service: Service) -> None:
                 raise InvalidArgumentError("give doc_id (or document), or a corpus")
             return await in_thread(functools.partial(_corpus_toc, service, corpus))
         doc_id, corpus = document_named(service, doc_id, "document", document, corpus)
+        corpus = await in_thread(functools.partial(service.guard.document_corpus, doc_id, corpus))
         toc = await in_thread(functools.partial(idx.toc, doc_id, corpus=corpus))
         return TocOut.model_validate(toc)
 
@@ -250,6 +253,7 @@ _CORPUS_TOC_DOCUMENTS = 200
 def _corpus_toc(service: Service, corpus: str) -> TocOut:
     """Every document of ``corpus`` (up to 200) with the top two levels of its headings."""
     idx = service.index
+    service.guard.check_read(corpus)
     rows = idx.list_documents(corpus=corpus, limit=_CORPUS_TOC_DOCUMENTS + 1)
     docs = []
     for row in rows[:_CORPUS_TOC_DOCUMENTS]:

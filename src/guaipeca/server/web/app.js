@@ -224,8 +224,20 @@
     }
   }
 
+  // -- who is signed in -------------------------------------------------------------------
+  async function loadMe() {
+    const me = await send("GET", "/api/me");
+    const who = me.identity ? "Signed in as " + (me.subject || me.identity) : "Not signed in";
+    const rights = me.grants
+      ? " · reads " + (me.read.join(", ") || "nothing") + "; writes " + (me.write.join(", ") || "nothing")
+      : "";
+    $("whoami").textContent = who + rights;
+    $("whoami").hidden = false;
+  }
+
   // -- corpora (selectors, upload targets) -------------------------------------------------
   async function loadFolders() {
+    loadMe().catch(fail);
     const folders = await tool("list_folders");
     state.folders = folders;
     const names = folders.folders.map((f) => f.name);
