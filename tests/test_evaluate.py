@@ -369,3 +369,49 @@ def test_eval_command_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert main(["eval", str(folder), "--mode", "fuzzy"]) == EXIT_USAGE
     assert main(["eval", str(folder), "--language", "klingon"]) == EXIT_USAGE
     assert "--language" in capsys.readouterr().err
+
+
+def test_eval_command_scores_several_modes_on_one_index(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = write_beir(tmp_path / "set")
+    code = main(["eval", str(folder), "--mode", "all", "--json"])
+    rows = json.loads(capsys.readouterr().out)
+    assert code == EXIT_OK
+    assert [r["mode"] for r in rows] == ["hybrid", "keyword", "dense"]
+    assert len({r["index_seconds"] for r in rows}) == 1  # indexed once
+    single = {}
+    for mode in ("hybrid", "keyword", "dense"):
+        assert main(["eval", str(folder), "--mode", mode, "--json"]) == EXIT_OK
+        single[mode] = json.loads(capsys.readouterr().out)
+    for row in rows:
+        for metric in ("nDCG@10", "Recall@100", "MRR@10"):
+            assert row[metric] == single[row["mode"]][metric]
+    code = main(["eval", str(folder), "--mode", "keyword, dense"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert code == EXIT_OK and [x.split()[0] for x in lines] == ["keyword", "dense"]
+    assert main(["eval", str(folder), "--mode", "keyword,fuzzy"]) == EXIT_USAGE
+    assert "--mode" in capsys.readouterr().err
+
+
+def test_eval_command_vector_cache_gives_the_same_scores(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = write_beir(tmp_path / "set")
+    cache = tmp_path / "vectors"
+    args = ["eval", str(folder), "--mode", "dense", "--json", "--vector-cache", str(cache)]
+    assert main(args) == EXIT_OK
+    first = json.loads(capsys.readouterr().out)
+    files = sorted(p.name for p in cache.iterdir())
+    assert len(files) == 2 and files[0].endswith(".keys.json") and files[1].endswith(".npy")
+    assert main(args) == EXIT_OK
+    second = json.loads(capsys.readouterr().out)
+    assert first["vector_cache"]["embedded"] > 0 == second["vector_cache"]["embedded"]
+    assert second["vector_cache"]["found"] == first["vector_cache"]["embedded"]
+    assert {k: first[k] for k in ("nDCG@10", "Recall@100", "MRR@10")} == {
+        k: second[k] for k in ("nDCG@10", "Recall@100", "MRR@10")
+    }
+    (cache / files[0]).write_text("[")
+    assert main(args) == EXIT_USER
+    err = capsys.readouterr().err
+    assert "vector cache" in err and len(err.strip().splitlines()) == 1

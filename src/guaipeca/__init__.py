@@ -7,7 +7,6 @@ documents, as a library, a CLI and an MCP server.
 >>> hits = index.search("text", top_k=5)                        # doctest: +SKIP
 """
 
-from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
 from guaipeca.errors import (
@@ -37,13 +36,21 @@ if TYPE_CHECKING:
     from guaipeca.config import EngineSettings
     from guaipeca.index import Index
 
-# The one place the version is read: pyproject.toml sets it, the installed metadata carries it.
-__version__ = version("guaipeca")
+    __version__: str
 
 
 def __getattr__(name: str) -> Any:
     # Index and EngineSettings load on first use: importing the package (which every CLI
-    # command does, even --help) then costs no numpy, pydantic or search engine.
+    # command does, even --help) then costs no numpy, pydantic or search engine. So does
+    # the version: importlib.metadata takes ~30 ms, which a search does not need.
+    if name == "__version__":
+        global __version__
+        from importlib.metadata import version
+
+        # The one place the version is read: pyproject.toml sets it, the installed
+        # metadata carries it.
+        __version__ = version("guaipeca")
+        return __version__
     if name == "Index":
         from guaipeca.index import Index
 

@@ -68,6 +68,11 @@ class AuthError(GuaipecaError):
     """A request's credentials are missing or wrong; the message is safe to show."""
 
 
+class IdentityProviderError(GuaipecaError):
+    """The OpenID provider's keys could not be fetched, so a token cannot be checked now:
+    retry later. The message is safe to show."""
+
+
 class AccessDeniedError(GuaipecaError):
     """The caller's grants (``access:``) do not let it write a corpus it may read. A corpus
     it may not read is never named: that is a :class:`NotFoundError`, as for one missing."""

@@ -34,7 +34,7 @@ from typing import Any
 
 from guaipeca.errors import InvalidArgumentError
 from guaipeca.index import MAX_TOP_K, Index
-from guaipeca.types import SEARCH_MODES, AddReport, NewDocument, SearchMode
+from guaipeca.types import SEARCH_MODES, AddReport, Hit, NewDocument, SearchMode
 
 __all__ = [
     "BeirSet",
@@ -358,9 +358,10 @@ def evaluate_index(
     """Search every query of ``beir`` in ``corpus`` and score the ranked documents.
 
     Chunk hits become documents: a document's score is its best chunk's and only its first
-    (best) hit counts, so one BEIR document split into several chunks is retrieved once. Enough
-    chunks are asked for to fill ``top_k`` documents (up to 1000 chunks), then the ranking is
-    cut at ``top_k`` documents (Recall@100 therefore needs ``top_k >= 100``).
+    (best) hit counts, so one BEIR document split into several chunks is retrieved once. The
+    top of the ranking is fused from lists of the configured depth, as a user's search is;
+    enough chunks are asked for to fill ``top_k`` documents (up to 1000 chunks), then the
+    ranking is cut at ``top_k`` documents (Recall@100 therefore needs ``top_k >= 100``).
     ``search_kwargs`` go to :meth:`Index.search` (``candidates``, ``rrf_k``,
     ``dense_weight``, ``bm25_weight``, ``where``). ``progress(done, total)`` is called after
     each query.
@@ -409,17 +410,43 @@ def _document_ranking(
     top_k: int,
     search_kwargs: Mapping[str, Any],
 ) -> list[tuple[str, float]]:
-    """The top ``top_k`` documents, each scored by its best chunk: asks for ``2 * top_k``
-    chunks, and for more (up to 1000) while they hold fewer than ``top_k`` documents."""
+    """The top ``top_k`` documents, each scored by its best chunk.
+
+    The head is what a user's search gives: its lists are fetched at the configured depth
+    (``search.candidates``), as any search of up to that many hits fetches them; a deeper
+    search fuses longer lists, and min-max or rank fusion then orders the top differently.
+    When the head holds fewer than ``top_k`` documents, the tail comes from deeper searches
+    (up to 1000 chunks), its documents placed after the head's, in their own order."""
+    depth = int(search_kwargs.get("candidates") or index.settings.search.candidates)
+    head_kwargs = {**search_kwargs, "candidates": depth}
+    head = _best_chunks(
+        index.search(
+            query, top_k=min(MAX_TOP_K, 2 * depth), mode=mode, corpora=[corpus], **head_kwargs
+        )
+    )
+    if len(head) >= top_k:
+        return list(head.items())[:top_k]
     chunk_k = min(MAX_TOP_K, 2 * top_k)
     while True:
         hits = index.search(query, top_k=chunk_k, mode=mode, corpora=[corpus], **search_kwargs)
-        best: dict[str, float] = {}
-        for h in hits:
-            best.setdefault(h.doc_id, h.score)
-        if len(best) >= top_k or len(hits) < chunk_k or chunk_k >= MAX_TOP_K:
-            return list(best.items())[:top_k]
+        deep = _best_chunks(hits)
+        if len(deep) >= top_k or len(hits) < chunk_k or chunk_k >= MAX_TOP_K:
+            break
         chunk_k = min(MAX_TOP_K, 4 * chunk_k)
+    ranking = list(head.items())
+    # below the head's lowest score, in the deep search's order (scores only order a run)
+    floor = min(head.values(), default=0.0)
+    tail = [d for d in deep if d not in head][: top_k - len(ranking)]
+    ranking += [(d, floor - (i + 1) * 1e-6) for i, d in enumerate(tail)]
+    return ranking
+
+
+def _best_chunks(hits: Sequence[Hit]) -> dict[str, float]:
+    """Each document's best (first) chunk score, in ranking order."""
+    best: dict[str, float] = {}
+    for h in hits:
+        best.setdefault(h.doc_id, h.score)
+    return best
 
 
 def beir_document(title: str, text: str) -> str:

@@ -153,3 +153,20 @@ def test_stop_ends_the_embedding_phase_after_a_round(tmp_path: Path, workers: in
         stop.set()
         assert index.embed_pending(stop=stop) == 0
         assert index.pending_chunks() == 300 * workers
+
+
+def test_embedding_progress_counts_chunks_so_its_total_never_moves(tmp_path: Path) -> None:
+    # Issue 31: the total (done + pending) fell from 3,820 to 3,808 mid-run, because done
+    # counted distinct inputs and repeated ones were not counted. It counts chunks now, and
+    # the first round is small, so a rate is known early.
+    with Index(tmp_path / "ix", embedder=HashingEmbedder()) as index:
+        same = {f"copy{i}": "# Notes\n\nThe same paragraph, word for word." for i in range(40)}
+        other = {f"d{i}": f"# D{i}\n\nmarker{i} " + "lorem ipsum " * 40 for i in range(300)}
+        index.add_documents({**same, **other}, wait=False)
+        pending = index.pending_chunks()
+        calls: list[tuple[int, int]] = []
+        embedded = index.embed_pending(progress=lambda done, left: calls.append((done, left)))
+    assert embedded < pending  # the copies share one input, embedded once
+    assert calls[0] == (0, pending)  # announced before the first round
+    assert {done + left for done, left in calls} == {pending}
+    assert 0 < calls[1][0] <= 16 and calls[-1] == (pending, 0)

@@ -8,9 +8,10 @@ from typing import Any
 import jwt
 
 from guaipeca.config import AccessGrant
-from guaipeca.server.access import FULL, AccessPolicy, Rights, hs256_claims
+from guaipeca.server.access import FULL, AccessPolicy, Rights
 from guaipeca.server.asgi import Identity
-from support.access import GRANTS, JWT_SECRET, person
+from guaipeca.server.auth import Authenticator
+from support.access import GRANTS, JWT_SECRET
 
 
 def _policy(grants: list[dict[str, Any]] | None) -> AccessPolicy:
@@ -19,9 +20,7 @@ def _policy(grants: list[dict[str, Any]] | None) -> AccessPolicy:
 
 def _jwt(subject: str, **claims: Any) -> Identity:
     token = jwt.encode({"sub": subject, **claims}, JWT_SECRET, algorithm="HS256")
-    return hs256_claims(
-        Identity(f"jwt:{subject}", "jwt", subject), f"Bearer {token}", JWT_SECRET.encode()
-    )
+    return Authenticator(jwt_secret=JWT_SECRET).identify(f"Bearer {token}")
 
 
 def test_without_an_access_section_everyone_has_every_right() -> None:
@@ -58,14 +57,12 @@ def test_each_kind_of_holder_matches_only_its_own() -> None:
     assert writer.may_write("c") and writer.may_read("c") and not writer.may_read("a")
 
 
-def test_claims_are_read_only_from_a_jwt_that_verifies() -> None:
-    assert _jwt("a", groups=["x", "y"], role="r", scp=["s"]).claims == {
+def test_the_grants_see_the_claims_the_authenticator_proved() -> None:
+    assert _jwt("a", groups=["x", "y"], roles=["r"], scope="s t").claims == {
         "group": frozenset({"x", "y"}),
         "role": frozenset({"r"}),
-        "scope": frozenset({"s"}),
+        "scope": frozenset({"s", "t"}),
     }
-    forged = jwt.encode({"sub": "a", "groups": ["legal"]}, "another-secret-0123456789abcdef01")
-    who = Identity("jwt:a", "jwt", "a")
-    assert hs256_claims(who, f"Bearer {forged}", JWT_SECRET.encode()) is who
+    policy = _policy([{"who": {"group": "legal"}, "corpora": ["contracts"]}])
     token = Identity("token:x", "token", "x")
-    assert hs256_claims(token, f"Bearer {person('a', 'legal')}", JWT_SECRET.encode()) is token
+    assert policy.rights_of(token).read == frozenset()

@@ -25,7 +25,7 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
 from guaipeca import Index
-from guaipeca.config import LoadedSettings, ServerSettings, parse_settings
+from guaipeca.config import LoadedSettings, OidcSettings, ServerSettings, parse_settings
 from guaipeca.embed import HashingEmbedder
 from guaipeca.errors import ConfigError
 from guaipeca.server import Service, build_server
@@ -38,6 +38,7 @@ from guaipeca.server.limits import (
     TokenBucket,
     search_gate,
 )
+from guaipeca.server.oidc import OidcVerifier
 from guaipeca.server.security import (
     AllowedHostsMiddleware,
     Authenticator,
@@ -49,6 +50,7 @@ from guaipeca.server.security import (
     resolve_inside,
     safe_relative_path,
 )
+from support import free_port
 from support.http import LiveServer
 
 TOKEN = "s3cret-token-for-tests-0123456789"
@@ -757,3 +759,20 @@ def test_search_gate_from_settings() -> None:
     assert search_gate(settings).max_concurrent == 4
     loaded = LoadedSettings(settings, None, Path("/nonexistent"))
     assert search_gate(loaded).timeout == settings.server.search_timeout_seconds
+
+
+def test_an_unreachable_identity_provider_is_a_503_not_a_wrong_credential() -> None:
+    # Nothing listens on the provider's port: its keys cannot be fetched.
+    settings = OidcSettings(
+        issuer=f"http://127.0.0.1:{free_port()}", resource="http://127.0.0.1:8090/mcp"
+    )
+    failures = TokenBucket(1 / 60, 1)
+    app = AuthMiddleware(echo, Authenticator(oidc=OidcVerifier(settings)), failures=failures)
+    header = jwt.utils.base64url_encode(b'{"alg":"ES256","kid":"k"}').decode()
+    token = f"{header}.eyJzdWIiOiJhbmEifQ.c2lnbmF0dXJl"  # an ES256 JWT as far as its header goes
+    for _ in range(3):
+        sent = drive(app, http_scope(headers={"Authorization": f"Bearer {token}"}), [b""])
+        assert status_of(sent) == 503
+        start = next(m for m in sent if m["type"] == "http.response.start")
+        assert (b"retry-after", b"5") in start["headers"]
+    assert failures.wait("127.0.0.1") == 0  # not counted against the caller

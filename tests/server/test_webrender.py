@@ -3,6 +3,12 @@ span marked in place without breaking the blocks it sits in."""
 
 from __future__ import annotations
 
+import bisect
+import random
+import re
+from pathlib import Path
+
+from guaipeca.convert import convert_bytes
 from guaipeca.server.webrender import render_markdown
 
 START = '<span class="hit-start"></span>'
@@ -39,7 +45,7 @@ def test_a_span_opening_a_heading_line_keeps_the_heading() -> None:
     start = text.index("## Taxonomy")
     html = render_markdown(text, (start, len(text)))
     assert f"<h2>{START}Taxonomy</h2>" in html
-    assert f"Ducks are birds.\n{END}</p>" in html
+    assert f"Ducks are birds.{END}</p>" in html  # ends with its last line of text
 
 
 def test_a_span_inside_a_table_row_keeps_the_table() -> None:
@@ -53,7 +59,7 @@ def test_a_span_inside_a_table_row_keeps_the_table() -> None:
 def test_out_of_range_or_empty_spans_and_marker_lookalikes_are_harmless() -> None:
     assert START not in render_markdown("abc", (5, 9))
     assert START not in render_markdown("abc", (2, 2))
-    html = render_markdown("a \ue000 b \ue001 c")
+    html = render_markdown("a \u2e4e b \u2e4f c")  # the two marker characters
     assert START not in html and END not in html and "\ufffd" in html
 
 
@@ -65,3 +71,40 @@ def test_a_snippet_is_one_tidy_line_with_its_terms_marked() -> None:
         ' <span class="link">y</span>'
     )
     assert render_markdown("the **duck** swims") == "<p>the <strong>duck</strong> swims</p>\n"
+
+
+def _without_markers(html: str) -> str:
+    return html.replace(START, "").replace(END, "")
+
+
+def test_spans_in_converted_rst_never_change_its_blocks() -> None:
+    # Issue 31: RST converted to Markdown has fenced examples indented inside list items
+    # and bold labels ("**Note:**"); a span starting on a fence or ending after the bold
+    # turned the code into text and the bold into asterisks. Every span cut at word
+    # boundaries must render as the document does, plus the two marks.
+    source = Path(__file__).resolve().parents[1] / "data" / "django" / "querysets.txt"
+    converted = convert_bytes(source.read_bytes(), ".txt")
+    assert converted.format == "rst"
+    text = converted.text[:30_000]
+    plain = render_markdown(text)
+    cuts = sorted(
+        {m.start() for m in re.finditer(r"(?<=\s)\S", text)}
+        | {m.end() for m in re.finditer(r"\S(?=\s)", text)}
+    )
+    rng = random.Random(31)
+    for _ in range(300):
+        start = rng.choice(cuts)
+        end = cuts[min(len(cuts) - 1, bisect.bisect_left(cuts, start + rng.randint(1, 800)))]
+        html = render_markdown(text, (start, end))
+        if start < end:
+            assert START in html and END in html, (start, end)
+        assert _without_markers(html) == plain, (start, end, text[start - 20 : end + 20])
+
+
+def test_a_span_starting_on_a_code_fence_starts_inside_the_code() -> None:
+    text = "- Iteration:\n\n  ```\n  for e in rows:\n      print(e)\n  ```\n\n- Next item.\n"
+    start = text.index("  ```")
+    end = text.index("- Next")  # the next line's bullet stays first on its line
+    html = render_markdown(text, (start, end))
+    assert f"<pre><code>{START}for e in rows:" in html
+    assert f"print(e){END}" in html and "<li>\n<p>Next item.</p>" in html

@@ -5,9 +5,10 @@ and progress go to stderr; results go to stdout (``--json`` for scripts).
 
 Each command lives with its group: configure.py (init, check-model), indexing.py (index),
 searching.py (search), status.py (status, corpora), maintenance.py (drop, migrate, reembed,
-compact, check), serving.py (serve, install-service), evaluation.py (eval), audit.py (audit,
-the server's log of writes and denied requests). A command imports
-what it needs when it runs, so that ``guaipeca --help`` and a keyword search start fast.
+compact, check), serving.py (serve, install-service), tokens.py (token add, list, revoke),
+evaluation.py (eval), audit.py (audit, the server's log of writes and denied requests). A
+command imports what it needs when it runs, so that ``guaipeca --help`` and a keyword search
+start fast.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperOption
 
-from guaipeca import __version__
 from guaipeca.cli.audit import audit
 from guaipeca.cli.configure import check_model, init
 from guaipeca.cli.context import (
@@ -40,6 +40,7 @@ from guaipeca.cli.maintenance import check, compact, drop, migrate, reembed
 from guaipeca.cli.searching import search
 from guaipeca.cli.serving import install_service, serve
 from guaipeca.cli.status import corpora, status
+from guaipeca.cli.tokens import token_app
 from guaipeca.errors import GuaipecaError, disk_full
 
 __all__ = ["EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "EXIT_USER", "app", "main"]
@@ -64,6 +65,8 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
+        from guaipeca import __version__
+
         out.print(f"guaipeca {__version__}")
         raise typer.Exit()
 
@@ -102,6 +105,7 @@ app.command()(corpora)
 app.command()(drop)
 app.command()(serve)
 app.command("install-service")(install_service)
+app.add_typer(token_app, name="token")
 app.command("check-model")(check_model)
 app.command()(migrate)
 app.command()(reembed)

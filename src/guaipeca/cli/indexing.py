@@ -309,21 +309,39 @@ def _two_phases(
     idx: Index, job: JobProgress, name: str, keyword_phase: Callable[..., SyncReport]
 ) -> SyncReport:
     """Run the keyword phase (files converted and committed) while a thread embeds what it
-    has committed so far, then finish the embedding phase; both show progress."""
+    has committed so far, then finish the embedding phase; both show progress.
+
+    The keyword line ends (one last line) as soon as its phase does. The embedding line
+    counts chunks: while the keyword phase still adds some, it shows those known so far;
+    its total is set once, when that phase is over, and never moves after."""
     files = job.task(f"{name}: searchable by keyword", "files")
     vectors = job.task(f"{name}: embedded", "chunks")
-    embedded = [0]
+    embedded = [0, 0]  # inputs embedded (the summary's count), chunks given their vectors
+    final = threading.Event()  # the keyword phase is over: done + pending is the total
     lock = threading.Lock()
 
     def on_round(done: int, left: int) -> None:
         with lock:
-            vectors.update(embedded[0] + done, embedded[0] + done + left)
+            count = embedded[1] + done
+            if final.is_set():
+                vectors.update(count, count + left)
+            else:
+                vectors.update(count, so_far=count + left)
 
     def embed_round() -> int:
-        count = idx.embed_pending(name, progress=on_round)
+        with lock:
+            before = embedded[1]
+        chunks = [0]
+
+        def progress(done: int, left: int) -> None:
+            chunks[0] = done
+            on_round(done, left)
+
+        count = idx.embed_pending(name, progress=progress)
         with lock:
             embedded[0] += count
-        return count
+            embedded[1] = before + chunks[0]
+        return chunks[0]
 
     keyword_done = threading.Event()
     failed: list[Exception] = []
@@ -341,14 +359,16 @@ def _two_phases(
     helper.start()
     try:
         report = keyword_phase(progress=files.update)
+        files.finish()
+        final.set()  # no chunk is added from here on: the helper's next round sets the total
     finally:
         keyword_done.set()
         helper.join()
     if failed:
         raise failed[0]
-    files.finish()
     embed_round()
-    vectors.update(embedded[0], embedded[0])
+    with lock:
+        vectors.update(embedded[1], embedded[1])
     vectors.finish()
     report.chunks_embedded = embedded[0]
     report.chunks_pending = 0

@@ -6,6 +6,7 @@ commented file that ``guaipeca init`` writes.
 - ``engine``: the engine's sections (chunking, embedding, search, rerank, enrich) and
   ``EngineSettings``, what ``Index`` needs;
 - ``sections``: the file's other sections (corpora, server, upload, OCR, storage, limits);
+- ``identity``: the server's identity sources (JWT claim names, an OpenID provider);
 - ``access``: the ``access:`` grants (who reads and writes which corpora) and ``audit:``;
 - ``settings``: ``Settings``, the whole file, and the checks that span sections;
 - ``loading``: finding, reading and validating the file with ``GUAIPECA_*`` overrides;
@@ -30,6 +31,7 @@ from guaipeca.config.engine import (
     SearchSettings,
 )
 from guaipeca.config.fields import MAX_TOP_K, SUPPORTED_EXTENSIONS, home_dir
+from guaipeca.config.identity import ClaimSettings, OidcSettings
 from guaipeca.config.loading import (
     DEFAULT_CORPUS,
     ENV_OVERRIDES,
@@ -63,6 +65,7 @@ __all__ = [
     "AccessGrant",
     "AuditSettings",
     "ChunkingSettings",
+    "ClaimSettings",
     "CorpusSettings",
     "EmbeddingSettings",
     "EngineSettings",
@@ -70,6 +73,7 @@ __all__ = [
     "LimitsSettings",
     "LoadedSettings",
     "OcrSettings",
+    "OidcSettings",
     "QdrantSettings",
     "RerankSettings",
     "SearchSettings",

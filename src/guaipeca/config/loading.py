@@ -31,6 +31,7 @@ from guaipeca.config.engine import (
     SearchSettings,
 )
 from guaipeca.config.fields import expand_user, home_dir
+from guaipeca.config.identity import ClaimSettings, OidcSettings
 from guaipeca.config.messages import format_problems, value_kind
 from guaipeca.config.sections import (
     CorpusSettings,
@@ -91,6 +92,8 @@ _MODELS: Final[Mapping[str, type[BaseModel]]] = MappingProxyType(
             QdrantSettings,
             EnrichSettings,
             OcrSettings,
+            OidcSettings,
+            ClaimSettings,
         )
     }
 )

@@ -27,6 +27,7 @@ from guaipeca.config.fields import (
     non_empty_secret,
     not_empty_path,
 )
+from guaipeca.config.identity import ClaimSettings, OidcSettings
 from guaipeca.errors import KeyProblems
 
 __all__ = [
@@ -117,6 +118,12 @@ class ServerSettings(FrozenModel):
         None,
         description="HS256 key of accepted JWTs (OpenWebUI's); set GUAIPECA_JWT_SECRET instead",
     )
+    oidc: OidcSettings = Field(
+        default_factory=OidcSettings, description="an OpenID provider's signed tokens"
+    )
+    claims: ClaimSettings = Field(
+        default_factory=ClaimSettings, description="JWT claims holding groups, roles and scopes"
+    )
     cors_origins: list[Annotated[str, AfterValidator(check_origin)]] = Field(
         default_factory=list, description="browser origins allowed, e.g. https://chat.example.org"
     )
@@ -160,12 +167,12 @@ class ServerSettings(FrozenModel):
 
     @model_validator(mode="after")
     def _no_wildcard_with_auth(self) -> ServerSettings:
-        if self.auth_token is not None or self.jwt_secret is not None:
+        if self.auth_token or self.jwt_secret or self.oidc.issuer:
             problems: list[tuple[tuple[str | int, ...], str]] = [
                 (
                     ("cors_origins", i),
-                    "'*' is not allowed when server.auth_token or server.jwt_secret is set "
-                    "(list the origins)",
+                    "'*' is not allowed when server.auth_token, server.jwt_secret or "
+                    "server.oidc.issuer is set (list the origins)",
                 )
                 for i, origin in enumerate(self.cors_origins)
                 if origin == "*"

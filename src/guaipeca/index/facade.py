@@ -221,7 +221,8 @@ class Index:
     ) -> int:
         """The embedding phase: embed every pending chunk (of ``corpus``, or of all), each
         round committed on its own, until none are left or ``stop`` is set. Returns how many
-        inputs were embedded. ``progress(embedded, still_pending)`` follows each round."""
+        inputs were embedded. ``progress(chunks_done, still_pending)`` comes before the
+        first round and after each."""
         names = [corpus] if corpus is not None else self.corpora
         embedded = 0
         with self._embed_lock:

@@ -14,7 +14,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,13 +22,15 @@ from guaipeca.chunk import canonicalize, chunk_text
 from guaipeca.config import EngineSettings
 from guaipeca.embed import Embedder, embedding_input
 from guaipeca.enrich import Enrichment
-from guaipeca.enrich.llm import LLMEnricher
 from guaipeca.enrich.pipeline import LLMCache, llm_pass, local_pass, stored_form
 from guaipeca.errors import InvalidArgumentError
 from guaipeca.store.contract import CorpusStore, PreparedDocument
 from guaipeca.store.embedded import Catalog
 from guaipeca.store.embedded.corpus import Corpus
 from guaipeca.types import MAX_DOC_ID_CHARS, AddReport, ChunkLocation, ChunkSpan, NewDocument
+
+if TYPE_CHECKING:
+    from guaipeca.enrich.llm import LLMEnricher
 
 # Chunks gathered before one embedding batch and one corpus write: large enough to keep the
 # model's batches full, small enough that a huge folder never sits in memory at once.
@@ -37,7 +39,13 @@ _WRITE_BATCH_CHUNKS = 2048
 # at most one round and progress moves every few seconds. Rounds are taken shortest input
 # first, so each round's batches hold inputs of about one length (little padding).
 EMBED_ROUND_CHUNKS = 256
-#: Called with (chunks embedded so far, chunks still pending) after each round.
+# The first round of a phase is this small, and each next one twice the last, up to
+# EMBED_ROUND_CHUNKS: a slow model shows its rate (and the time left) within seconds, not
+# after a full round (issue 31: "0 chunks, 0.0 chunks/s" for 80 s).
+_FIRST_ROUND_CHUNKS = 16
+#: Called with (chunks given their vectors so far, chunks still pending): once before the
+#: first round, then after each. Chunks, not distinct inputs: a chunk whose input was
+#: embedded already counts too, so done + pending stays the same through a phase.
 EmbedProgress = Callable[[int, int], None]
 #: Largest metadata of one document, as JSON: it is parsed again with every chunk of the
 #: document that a search or a read returns, so a large value costs once per chunk.
@@ -112,11 +120,15 @@ class DocumentWriter:
         written in one commit, until none are left or ``stop`` is set. Each distinct input is
         embedded once: inputs repeated in a round, or already stored, are reused. Returns
         how many inputs were embedded."""
-        embedded = 0
+        embedded = filled = 0
+        size = _FIRST_ROUND_CHUNKS
+        if progress is not None:
+            progress(0, store.pending_count())
         while stop is None or not stop.is_set():
-            work = store.pending_work(EMBED_ROUND_CHUNKS)
+            work = store.pending_work(size)
             if not work:
                 break
+            size = min(2 * size, EMBED_ROUND_CHUNKS)
             started = time.perf_counter()
             known = store.known_vectors(h for _, h, _ in work)
             todo: dict[str, str] = {}
@@ -130,11 +142,12 @@ class DocumentWriter:
                 known.update(zip(order, np.asarray(vectors, dtype=np.float32), strict=True))
             store.fill_pending({pk: known[h] for pk, h, _ in work})
             embedded += len(order)
+            filled += len(work)
             seconds = time.perf_counter() - started
             if seconds > 0:
                 store.catalog.set_meta({"embed_rate": f"{len(work) / seconds:.3f}"})
             if progress is not None:
-                progress(embedded, store.pending_count())
+                progress(filled, store.pending_count())
         return embedded
 
     def reembed(self, catalog: Catalog, hashes: Sequence[str]) -> dict[str, np.ndarray]:
@@ -257,6 +270,8 @@ class DocumentWriter:
             return
         with self._lock:
             if self._llm is None:
+                from guaipeca.enrich.llm import LLMEnricher  # its HTTP client, only when used
+
                 self._llm = LLMEnricher.from_settings(settings)
         items = [
             (c.text, c.heading_path, p.enrichments[i] if p.enrichments else None)

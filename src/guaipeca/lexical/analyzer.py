@@ -113,7 +113,6 @@ class Analyzer:
         self._language = language
         self._stopwords = stopwords(language)
         self._fold = _PRE_STEM_FOLDS.get(language)
-        self._word_re = _word_re()
         self._local = threading.local()
         # word -> token ("" when the word is dropped). Text repeats words (Zipf), and one dict
         # lookup is ~3x cheaper than PyStemmer's own cache: stemming SciFact's 1.17M words
@@ -149,7 +148,8 @@ class Analyzer:
             # ASCII needs neither Unicode normalisation nor the marks-aware pattern.
             words = _ASCII_WORD_RE.findall(text.lower())
         else:
-            words = self._word_re.findall(unicodedata.normalize("NFKC", text.casefold()))
+            # Built on first non-ASCII text (~50 ms): an English query never pays for it.
+            words = _word_re().findall(unicodedata.normalize("NFKC", text.casefold()))
         if not words:
             return []
         cache = self._cache

@@ -9,12 +9,20 @@ file, CI, systemd, a server) it writes one plain line per running task every few
 
 and a last line when the job ends. Lines go to a stream (stderr by default) or to a logger.
 
-Two modules: ``job`` (a job's tasks, as bars or periodic lines) and ``lines`` (the plain line
-itself, and ``RoundLog`` for work in rounds). A leaf package: it imports nothing else of
-Guaipeca's.
+Three modules: ``job`` (a job's tasks, as bars or periodic lines), ``lines`` (the plain line
+itself, and ``RoundLog`` for work in rounds) and ``rate`` (the smoothed rate behind the
+time left). A leaf package: it imports nothing else of Guaipeca's.
 """
 
 from guaipeca.progress.job import JobProgress, ProgressTask
 from guaipeca.progress.lines import PLAIN_INTERVAL_SECONDS, RoundLog, plain_line
+from guaipeca.progress.rate import RateMeter
 
-__all__ = ["PLAIN_INTERVAL_SECONDS", "JobProgress", "ProgressTask", "RoundLog", "plain_line"]
+__all__ = [
+    "PLAIN_INTERVAL_SECONDS",
+    "JobProgress",
+    "ProgressTask",
+    "RateMeter",
+    "RoundLog",
+    "plain_line",
+]

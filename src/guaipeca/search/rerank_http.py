@@ -23,12 +23,13 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Sequence
-from typing import Any, Final
-
-import httpx
+from typing import TYPE_CHECKING, Any, Final
 
 from guaipeca.errors import RerankError
 from guaipeca.types import RERANK_APIS, RerankApi
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["HttpReranker"]
 
@@ -59,8 +60,10 @@ class HttpReranker:
         self.url = url
         self.api: RerankApi = api
         self.model = model
+        import httpx  # here: a search without an HTTP reranker never loads it (~75 ms)
+
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=timeout, headers=headers, trust_env=False)
+        self._client: httpx.Client = httpx.Client(timeout=timeout, headers=headers, trust_env=False)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -95,6 +98,8 @@ class HttpReranker:
             self.api = api
 
     def _call(self, api: RerankApi, query: str, texts: Sequence[str]) -> list[float]:
+        import httpx
+
         try:
             response = self._client.post(self.url, json=self._body(api, query, texts))
         except httpx.TimeoutException as exc:

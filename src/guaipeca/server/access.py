@@ -13,18 +13,14 @@ place below every door, the service (server/guard.py).
 from __future__ import annotations
 
 import contextvars
-import warnings
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
-import jwt
-from pydantic import SecretStr
-from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from guaipeca.config import ALL_CORPORA, AccessGrant, Who
-from guaipeca.server.asgi import PRINCIPAL_SCOPE_KEY, Identity, caller_of, principal_of
+from guaipeca.server.asgi import Identity, caller_of, principal_of
 from guaipeca.server.audit import AuditLog, door
 
 __all__ = [
@@ -34,16 +30,8 @@ __all__ = [
     "AuditRefusals",
     "Rights",
     "current_rights",
-    "hs256_claims",
     "rights",
 ]
-
-#: The JWT claims read for group, role and scope grants (scope: space-separated).
-CLAIM_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
-    "group": ("groups", "group"),
-    "role": ("roles", "role"),
-    "scope": ("scope", "scp"),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,55 +108,19 @@ class AccessPolicy:
         )
 
 
-def hs256_claims(identity: Identity, authorization: str | None, secret: bytes) -> Identity:
-    """``identity`` with its group, role and scope claims read from the HS256 JWT it was
-    proven by (``groups``/``group``, ``roles``/``role``, ``scope``/``scp``; lists or
-    space-separated strings). Unchanged when it already has claims, is not a JWT, or the
-    token does not verify (the auth middleware verified it already).
-    """
-    if identity.source != "jwt" or identity.claims or not authorization:
-        return identity
-    credential = authorization.strip().partition(" ")[2].strip()
-    try:
-        with warnings.catch_warnings():  # a short secret is logged once at start-up
-            warnings.simplefilter("ignore", jwt.InsecureKeyLengthWarning)
-            payload = jwt.decode(credential, secret, algorithms=["HS256"])
-    except jwt.PyJWTError:
-        return identity
-    claims: dict[str, frozenset[str]] = {}
-    for kind, names in CLAIM_NAMES.items():
-        values: set[str] = set()
-        for name in names:
-            raw = payload.get(name)
-            items = raw.split() if isinstance(raw, str) else raw
-            if isinstance(items, list):
-                values.update(str(v) for v in items if isinstance(v, str | int))
-        if values:
-            claims[kind] = frozenset(values)
-    return replace(identity, claims=claims) if claims else identity
-
-
 class AccessMiddleware:
-    """Sets :data:`rights` (from ``policy`` and the proven identity) and the audit's door
-    for the rest of the request. ``jwt_secret``: the HS256 key, to read a JWT's group,
-    role and scope claims when the auth middleware left none."""
+    """Sets :data:`rights` (from ``policy`` and the identity the auth middleware proved,
+    its group, role and scope claims included) and the audit's door for the rest of the
+    request."""
 
-    def __init__(
-        self, app: ASGIApp, policy: AccessPolicy, jwt_secret: SecretStr | None = None
-    ) -> None:
+    def __init__(self, app: ASGIApp, policy: AccessPolicy) -> None:
         self.app = app
         self.policy = policy
-        self.jwt_secret = jwt_secret.get_secret_value().encode("utf-8") if jwt_secret else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             door.set(f"{scope['method']} {scope['path']}"[:200])
-            identity = principal_of(scope)
-            if identity is not None and self.jwt_secret is not None and self.policy.enabled:
-                authorization = Headers(scope=scope).get("authorization")
-                identity = hs256_claims(identity, authorization, self.jwt_secret)
-                scope[PRINCIPAL_SCOPE_KEY] = identity
-            rights.set(self.policy.rights_of(identity))
+            rights.set(self.policy.rights_of(principal_of(scope)))
         await self.app(scope, receive, send)
 
 

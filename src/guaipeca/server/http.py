@@ -60,9 +60,10 @@ from guaipeca.errors import (
 from guaipeca.server.access import AccessMiddleware, AuditRefusals
 from guaipeca.server.asgi import caller_of, error_response, identity_of
 from guaipeca.server.bind import listen
+from guaipeca.server.health import health_body
 from guaipeca.server.idle import IdleTrim, ToolCalls
 from guaipeca.server.limits import BodyLimitMiddleware, RateLimitMiddleware, RpcBodyMiddleware
-from guaipeca.server.schema import health_body
+from guaipeca.server.resource import ProtectedResource
 from guaipeca.server.security import (
     AllowedHostsMiddleware,
     Authenticator,
@@ -240,10 +241,7 @@ class _PlainRoutes:
         except Exception:
             log.exception("health check failed")
             return JSONResponse({"status": "error", "version": __version__}, status_code=503)
-        guard = self.service.guard  # under grants: the corpora an anonymous caller may read
-        body = health_body(
-            backend, guard.stats(stats), guard.readable(sorted(index.broken_corpora))
-        )
+        body = health_body(self.service, backend, stats)
         problem = self.service.disk_problem()
         if problem is not None:  # searches work; writes fail until space is freed
             body.update(status="degraded", reason=problem)
@@ -361,18 +359,18 @@ def _middleware(
         Middleware(
             AuthMiddleware,
             authenticator=authenticator,
-            public_paths=(*PUBLIC_PATHS, *WEB_PAGE_PATHS),
+            public_paths=(*PUBLIC_PATHS, *WEB_PAGE_PATHS, *ProtectedResource(settings.oidc).paths),
             failures=failure_bucket(settings.auth_failures_per_minute),
         ),
         Middleware(_SessionOwnerMiddleware),
-        Middleware(AccessMiddleware, policy=service.guard.policy, jwt_secret=settings.jwt_secret),
+        Middleware(AccessMiddleware, policy=service.guard.policy),
         # Before the MCP routes' body check, which reads their bodies whole: no body past
         # the limit is ever buffered.
         Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
         Middleware(
             RateLimitMiddleware,
             bucket=service.rate_bucket,
-            exempt_paths=PUBLIC_PATHS,
+            exempt_paths=(*PUBLIC_PATHS, *ProtectedResource(settings.oidc).paths),
             mcp_paths=MCP_PATHS,
             free_paths=(*WEB_PAGE_PATHS, "/tools"),
         ),
@@ -406,7 +404,7 @@ def build_app(
     hosts = allowed_hosts(host, port, [*settings.allowed_hosts, *extra_allowed_hosts])
     _warn_on_limits(service)
     security = _transport_security(hosts, settings.cors_origins)
-    authenticator = Authenticator.from_settings(settings)
+    authenticator = Authenticator.from_settings(settings, service.loaded.data_dir)
 
     # streamable_http_app() creates the session manager; only its route handler is used.
     mcp_server.streamable_http_app(
@@ -432,6 +430,7 @@ def build_app(
     routes = _routes(service, mcp_server, StreamableHTTPASGIApp(session_manager))
     routes.extend(_sse_routes(sse_app))
     routes.extend(web_routes(service, mcp_server))
+    routes.extend(ProtectedResource(settings.oidc).routes())
     middleware = _middleware(service, hosts, authenticator)
     return Starlette(
         routes=routes,
@@ -641,9 +640,7 @@ def make_server(
         # After the drain only streams remain, and they end at once.
         timeout_graceful_shutdown=5,
     )
-    idle_trim = IdleTrim(
-        in_flight, service.index.release_memory, service.settings.server.idle_trim_seconds
-    )
+    idle_trim = IdleTrim(in_flight, service.index.release_memory, settings.idle_trim_seconds)
     return _DrainingServer(
         config, in_flight, graceful_timeout, idle_trim, on_drain=service.writes.stop
     )

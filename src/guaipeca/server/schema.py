@@ -12,8 +12,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 
-from guaipeca import __version__
-from guaipeca.types import Chunk, Hit, IndexStats
+from guaipeca.types import Chunk, Hit
 
 
 class ScoresOut(BaseModel):
@@ -258,6 +257,11 @@ class CorpusStatus(BaseModel):
     )
     configured: bool = Field(description="listed in the server's configuration")
     indexed: bool = Field(description="present in the index")
+    searched: bool = Field(
+        True,
+        description="covered by a search that names no corpus, and counted in the totals "
+        "(false: see note)",
+    )
     upload_allowed: bool
     note: str | None = Field(
         None,
@@ -288,8 +292,8 @@ class StatusOut(BaseModel):
     version: str
     model: str
     dimension: int
-    documents: int
-    chunks: int
+    documents: int = Field(description="in the searched corpora (see corpora[].searched)")
+    chunks: int = Field(description="in the searched corpora")
     pending_chunks: int = Field(
         0, description="chunks searchable by keyword only, waiting for their vectors"
     )
@@ -345,30 +349,3 @@ class DeleteOut(BaseModel):
     doc_id: str
     removed_from_index: bool
     file_deleted: bool = Field(description="true when the source file was deleted from disk")
-
-
-def health_body(backend: str, stats: IndexStats, broken: list[str]) -> dict[str, Any]:
-    """``GET /health`` while the backend is up: the counts, and which corpora are broken."""
-    body: dict[str, Any] = {
-        "status": "ok",
-        "version": __version__,
-        "backend": backend,
-        "backend_status": "up",
-        "documents": stats.documents,
-        "chunks": stats.chunks,
-        # Progressive indexing: searchable by keyword only until embedded.
-        "pending_chunks": stats.pending_chunks,
-        "pending_seconds": stats.pending_seconds,
-        "corpora": [
-            {
-                "name": c.name,
-                "documents": c.documents,
-                "chunks": c.chunks,
-                "pending_chunks": c.pending_chunks,
-            }
-            for c in stats.corpora
-        ],
-    }
-    if broken:  # names only: the reasons can name files
-        body["broken_corpora"] = broken
-    return body

@@ -1,7 +1,8 @@
 """HTTP security pieces, each a small pure-ASGI middleware or helper (§7.4).
 
-- :class:`Authenticator` and :class:`AuthMiddleware`: a Bearer token compared in constant
-  time and/or an HS256 JWT (as OpenWebUI sends it) on every route but the public ones.
+- :class:`AuthMiddleware`: the Bearer credential every route but the public ones needs,
+  checked by :class:`~guaipeca.server.auth.Authenticator` (tokens, named tokens, HS256
+  JWTs as OpenWebUI sends them, an OpenID provider's tokens).
 - :class:`AllowedHostsMiddleware`: DNS-rebinding protection for the plain HTTP routes (the
   MCP SDK checks its own routes the same way).
 - :func:`cors_middleware`: only the configured origins, never ``*`` while auth is on.
@@ -17,14 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import hashlib
-import hmac
 import logging
 import math
 import os
 import stat
 import unicodedata
-import warnings
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Final
@@ -33,7 +31,6 @@ from urllib.parse import unquote
 import anyio
 import anyio.from_thread
 import anyio.to_thread
-import jwt
 from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -41,23 +38,22 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from guaipeca.config import ServerSettings
 from guaipeca.errors import (
     DISK_FULL_HINT,
     AuthError,
     ConfigError,
+    IdentityProviderError,
     UnsafePathError,
     is_disk_full,
 )
 from guaipeca.server.asgi import (
     IDENTITY_SCOPE_KEY,
     PRINCIPAL_SCOPE_KEY,
-    Identity,
-    IdentitySource,
     client_ip,
     error_response,
     refuse,
 )
+from guaipeca.server.auth import Authenticator
 from guaipeca.server.limits import TokenBucket
 
 __all__ = [
@@ -75,87 +71,8 @@ __all__ = [
 
 log = logging.getLogger("guaipeca.server")
 
-#: HS256 keys shorter than this are weak (RFC 7518 §3.2); PyJWT warns on every decode.
-_MIN_HMAC_KEY_BYTES: Final = 32
-_MAX_IDENTITY_CHARS: Final = 128
-
 
 # -- authentication ----------------------------------------------------------------------
-class Authenticator:
-    """Checks ``Authorization: Bearer <credential>`` against a static token and/or JWTs.
-
-    The static token is compared in constant time (:func:`hmac.compare_digest`). A JWT
-    must be HS256 and signed with ``jwt_secret``; ``exp``/``nbf``/``iat`` are enforced when
-    present (OpenWebUI issues tokens without ``exp`` unless told to). Any other algorithm,
-    ``none`` included, is refused.
-
-    The identity is ``token:<first 16 hex of SHA-256>`` for the static token and
-    ``jwt:<sub or id>`` for a JWT (``jwt:#<hash>`` when it names no subject).
-    """
-
-    def __init__(self, token: str | None = None, jwt_secret: str | None = None) -> None:
-        self._token = token.encode("utf-8") if token else None
-        self._jwt_secret = jwt_secret.encode("utf-8") if jwt_secret else None
-        self._short_secret = (
-            self._jwt_secret is not None and len(self._jwt_secret) < _MIN_HMAC_KEY_BYTES
-        )
-        if self._short_secret:
-            log.warning(
-                "server.jwt_secret is shorter than %d bytes: such JWTs are easy to forge; "
-                "use a longer secret",
-                _MIN_HMAC_KEY_BYTES,
-            )
-
-    @classmethod
-    def from_settings(cls, settings: ServerSettings) -> Authenticator:
-        token = settings.auth_token.get_secret_value() if settings.auth_token else None
-        secret = settings.jwt_secret.get_secret_value() if settings.jwt_secret else None
-        return cls(token, secret)
-
-    @property
-    def enabled(self) -> bool:
-        """False when neither a token nor a JWT secret is configured: no auth at all."""
-        return self._token is not None or self._jwt_secret is not None
-
-    def authenticate(self, authorization: str | None) -> str:
-        """The caller's identity from an ``Authorization`` header value.
-
-        Raises:
-            AuthError: no Bearer credential, or one that matches neither the token nor a
-                valid JWT.
-        """
-        if not authorization:
-            raise AuthError("missing bearer token")
-        scheme, _, credential = authorization.strip().partition(" ")
-        credential = credential.strip()
-        if scheme.lower() != "bearer" or not credential:
-            raise AuthError("missing bearer token")
-        raw = credential.encode("utf-8", "surrogateescape")
-        if self._token is not None and hmac.compare_digest(raw, self._token):
-            return f"token:{hashlib.sha256(raw).hexdigest()[:16]}"
-        if self._jwt_secret is not None and credential.count(".") == 2:
-            return self._jwt_identity(credential, raw)
-        raise AuthError("invalid token")
-
-    def _jwt_identity(self, credential: str, raw: bytes) -> str:
-        assert self._jwt_secret is not None
-        try:
-            if self._short_secret:  # logged once at start-up, not on every request
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", jwt.InsecureKeyLengthWarning)
-                    claims = jwt.decode(credential, self._jwt_secret, algorithms=["HS256"])
-            else:
-                claims = jwt.decode(credential, self._jwt_secret, algorithms=["HS256"])
-        except jwt.ExpiredSignatureError:
-            raise AuthError("token expired") from None
-        except jwt.PyJWTError:
-            raise AuthError("invalid token") from None
-        subject = claims.get("sub", claims.get("id"))
-        if isinstance(subject, str | int) and not isinstance(subject, bool) and str(subject):
-            return f"jwt:{str(subject)[:_MAX_IDENTITY_CHARS]}"
-        return f"jwt:#{hashlib.sha256(raw).hexdigest()[:16]}"
-
-
 def failure_bucket(per_minute: int) -> TokenBucket:
     """The bucket of wrong credentials per client address: ``per_minute`` at once, then
     refilled at that many a minute."""
@@ -172,7 +89,10 @@ class AuthMiddleware:
 
     ``public_paths`` (exact paths, e.g. ``/health``) pass without credentials. With auth
     off (:attr:`Authenticator.enabled` false) every request passes. The identity is left
-    in the scope under :data:`IDENTITY_SCOPE_KEY`.
+    in the scope: its key under :data:`IDENTITY_SCOPE_KEY`, the whole
+    :class:`~guaipeca.server.asgi.Identity` under :data:`PRINCIPAL_SCOPE_KEY`. A 401 names
+    the protected resource metadata when there is some (MCP clients discover the
+    provider from it); a provider that cannot be reached is a 503, not the caller's fault.
 
     Wrong credentials are throttled per client address (``failures``: a bucket per
     address, from ``server.auth_failures_per_minute``): once an address has used it up,
@@ -230,18 +150,30 @@ class AuthMiddleware:
                 await refuse(scope, receive, send, response)
                 return
         try:
-            identity = self.authenticator.authenticate(authorization)
+            if self.authenticator.may_block:  # the provider's keys may need fetching
+                identity = await anyio.to_thread.run_sync(
+                    self.authenticator.identify, authorization
+                )
+            else:
+                identity = self.authenticator.identify(authorization)
         except AuthError as exc:
-            challenge = 'Bearer realm="guaipeca"'
+            error = None
             if str(exc) != "missing bearer token":
-                challenge += ', error="invalid_token"'
+                error = "invalid_token"
                 self.failures.take(address)
+            challenge = self.authenticator.challenge(error)
             response = error_response(401, str(exc), {"WWW-Authenticate": challenge})
             await refuse(scope, receive, send, response)
             return
-        scope[IDENTITY_SCOPE_KEY] = identity
-        source: IdentitySource = "token" if identity.startswith("token:") else "jwt"
-        scope[PRINCIPAL_SCOPE_KEY] = Identity(identity, source, identity.partition(":")[2])
+        except IdentityProviderError as exc:  # not the caller's fault: no throttling
+            log.warning("cannot check an OpenID token: %s", exc)
+            response = error_response(
+                503, "the identity provider cannot be reached; retry later", {"Retry-After": "5"}
+            )
+            await refuse(scope, receive, send, response)
+            return
+        scope[IDENTITY_SCOPE_KEY] = identity.key
+        scope[PRINCIPAL_SCOPE_KEY] = identity
         await self.app(scope, receive, send)
 
 

@@ -1,11 +1,9 @@
 """What the MCP tools act on (server/tools/): the open index, the loaded settings, the
 configured corpora and their folders (names and paths are checked in server/files.py).
-
-Thread-safe: tools call it from worker threads. Writes (re-index, upload, delete) take one
-lock; reads never wait for it.
-"""
+Thread-safe: tools call it from worker threads; writes take one lock, reads never wait."""
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -183,6 +181,16 @@ class Service:
             return self.guard.scope(corpora, None)
         present = set(self.index.corpora)
         return self.guard.scope(None, [name for name in self._corpora if name in present])
+
+    def searched(self, stats: IndexStats) -> IndexStats:
+        """``stats`` of the corpora a search covers when it names none (:meth:`scope`): the
+        totals of ``/health`` and ``status`` count these only, and list the others as not
+        searched."""
+        scope = self.scope(None)
+        if scope is None:
+            return stats
+        kept = tuple(c for c in stats.corpora if c.name in scope)
+        return dataclasses.replace(stats, corpora=kept)
 
     def document_id(self, path: str, corpus: str | None) -> tuple[str, str | None]:
         """``(doc_id, corpus)`` of a document named by its path, as the seed Guaipeca named
@@ -404,6 +412,7 @@ class Service:
             stats = IndexStats(None, emb.name, emb.dimension, ())
         stats = self.guard.stats(stats)  # under grants: the readable corpora only
         by_name = {c.name: c for c in stats.corpora}
+        counted = self.searched(stats)  # the totals: a corpus left out is only listed
         allowed = {n for n in self.settings.upload.allow if self.guard.rights.may_write(n)}
         names = list(self._corpora) + [n for n in by_name if n not in self._corpora]
         names = self.guard.readable(names) if self.guard.limited else names
@@ -423,6 +432,7 @@ class Service:
                     pending_seconds=st.pending_seconds if st else 0.0,
                     configured=conf is not None,
                     indexed=st is not None,
+                    searched=conf is not None or self.loaded.source is None,
                     upload_allowed=name in allowed,
                     note=None
                     if conf is not None or self.loaded.source is None
@@ -443,10 +453,10 @@ class Service:
             version=__version__,
             model=stats.model,
             dimension=stats.dimension,
-            documents=stats.documents,
-            chunks=stats.chunks,
-            pending_chunks=stats.pending_chunks,
-            pending_seconds=stats.pending_seconds,
+            documents=counted.documents,
+            chunks=counted.chunks,
+            pending_chunks=counted.pending_chunks,
+            pending_seconds=counted.pending_seconds,
             corpora=corpora,
             broken=[
                 BrokenCorpus(name=n, reason=self.sanitise(r))

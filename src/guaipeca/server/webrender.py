@@ -8,8 +8,9 @@ nothing from elsewhere and works offline. It is sanitised by construction:
 - images become their alt text (nothing is loaded, from this server or any other);
 - links become their text (a saved web page's links would lead off this server).
 
-The hit's span is marked in place: two private-use characters go into the Markdown at the
-span's ends (moved past a line's block markers, so a heading stays a heading) and come out
+The hit's span is marked in place: two rare punctuation characters go into the Markdown at
+the span's ends (moved off a line's block markers, blank lines and code fences, so a heading
+stays a heading and a fenced example stays code) and come out
 as empty ``<span class="hit-start">`` / ``<span class="hit-end">`` elements. The page then
 wraps every piece of text between the two in ``<mark class="current">``, which stays
 well-formed whatever blocks the span crosses.
@@ -30,13 +31,18 @@ __all__ = ["MAX_RENDER_CHARS", "render_markdown"]
 
 #: Most characters one render call takes (the page asks for at most 1,000,000 at a time).
 MAX_RENDER_CHARS: Final = 2_000_000
-_START: Final = "\ue000"
-_END: Final = "\ue001"
+# Two rare punctuation marks (Unicode Po): CommonMark's emphasis rules treat punctuation
+# as a boundary, so a span ending right after "**Note:**" leaves the bold closed (a
+# private-use character there, as before, is a letter to those rules and broke it).
+_START: Final = "\u2e4e"
+_END: Final = "\u2e4f"
 _START_HTML: Final = '<span class="hit-start"></span>'
 _END_HTML: Final = '<span class="hit-end"></span>'
 # What may open a line before its text: indentation, quote marks, list bullets or numbers,
 # a heading's hashes, a table row's pipe. A span's start marker goes after them.
 _LINE_MARKERS: Final = re.compile(r"[ \t]*(?:(?:>|[-*+]|\d{1,9}[.)]|#{1,6})[ \t]+|\|[ \t]*)*")
+# A code fence's line (opening or closing), indented or inside a list item or a quote.
+_FENCE: Final = re.compile(r"[ \t]*(?:(?:>|[-*+]|\d{1,9}[.)])[ \t]+)*(?:`{3,}|~{3,})")
 
 
 def _image(
@@ -111,11 +117,51 @@ def _with_markers(text: str, span: tuple[int, int]) -> str:
     start, end = max(0, span[0]), min(len(text), span[1])
     if start >= end:
         return text
-    line_start = text.rfind("\n", 0, start) + 1
-    markers = _LINE_MARKERS.match(text, line_start)
-    if markers is not None and not text[line_start:start].strip():
-        start = min(max(start, markers.end()), end)  # the span opens its line: skip its markers
+    start, end = _safe_start(text, start), _safe_end(text, end)
+    if start >= end:
+        return text
     return text[:start] + _START + text[start:end] + _END + text[end:]
+
+
+def _line(text: str, at: int) -> tuple[int, int]:
+    """``[begin, end)`` of the line holding offset ``at`` (its newline excluded)."""
+    begin = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    return begin, len(text) if end < 0 else end
+
+
+def _safe_start(text: str, start: int) -> int:
+    """Where the start marker can go without changing the blocks around it: past a line's
+    block markers (a heading stays a heading), past blank lines (a paragraph break stays
+    one) and past a code fence's line (a character before its backticks would make it
+    text; RST's converted examples are fenced, often indented inside list items)."""
+    while True:
+        begin, end = _line(text, start)
+        line = text[begin:end]
+        if end < len(text) and (not line.strip() or _FENCE.match(line)):
+            start = end + 1
+            continue
+        return max(start, _markers_end(text, begin))
+
+
+def _safe_end(text: str, end: int) -> int:
+    """Where the end marker can go: a span ending among a line's block markers, or in a
+    code fence's line, ends at the close of the last line before with text (inside the
+    code, or the text before it), so every line keeps its markers and fences first."""
+    begin, _ = _line(text, end)
+    if end > _markers_end(text, begin) and not _FENCE.match(text, begin):
+        return end
+    while begin > 0:
+        previous = text.rfind("\n", 0, begin - 1) + 1
+        if text[previous : begin - 1].strip() and not _FENCE.match(text, previous):
+            return begin - 1
+        begin = previous
+    return 0
+
+
+def _markers_end(text: str, begin: int) -> int:
+    markers = _LINE_MARKERS.match(text, begin)
+    return markers.end() if markers is not None else begin
 
 
 def render_markdown(
@@ -124,7 +170,7 @@ def render_markdown(
     """``text`` (Markdown, as converted) as sanitised HTML; ``span`` (character offsets into
     ``text``) comes out between a ``hit-start`` and a ``hit-end`` element. A ``snippet``
     renders as one line of inline HTML, its **marked** terms as ``<mark>``."""
-    # The markers are private-use characters; one already in the text must not pose as one.
+    # A marker character already in the text must not pose as one.
     text = text.replace(_START, "\ufffd").replace(_END, "\ufffd")
     if snippet:
         for pattern, replacement in _SNIPPET_TIDY:

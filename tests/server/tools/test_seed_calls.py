@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client
 from mcp_types import CallToolResult, TextContent
@@ -167,6 +168,26 @@ async def test_searches_cover_the_configured_corpora_only(client: Client) -> Non
     assert notes["default"] == (
         "not in the configuration, so not searched; drop it with 'guaipeca drop default'"
     )
+    # Issue 31: the totals count what a search covers; the leftover is listed, not counted.
+    by_name = {c["name"]: c for c in status["corpora"]}
+    assert (by_name["epm-docs"]["searched"], by_name["default"]["searched"]) == (True, False)
+    assert by_name["default"]["documents"] == 1
+    assert status["documents"] == by_name["epm-docs"]["documents"] == 2
+    assert status["chunks"] == by_name["epm-docs"]["chunks"]
+
+
+def test_health_totals_leave_out_the_corpora_not_searched(service: Service) -> None:
+    with (
+        LiveServer(lambda port: build_app(service, host="127.0.0.1", port=port)) as live,
+        httpx2.Client(base_url=live.url) as http,
+    ):
+        body = http.get("/health").json()
+    corpora = {c["name"]: c for c in body["corpora"]}
+    assert (corpora["epm-docs"]["searched"], corpora["default"]["searched"]) == (True, False)
+    assert corpora["default"]["documents"] == 1
+    assert body["documents"] == corpora["epm-docs"]["documents"] == 2
+    assert body["chunks"] == corpora["epm-docs"]["chunks"]
+    assert body["pending_chunks"] == corpora["epm-docs"]["pending_chunks"]
 
 
 @pytest.mark.anyio

@@ -461,6 +461,7 @@ async def test_status_reports_model_and_every_corpus(client: Client, service: Se
         "pending_seconds": 0.0,
         "configured": True,
         "indexed": True,
+        "searched": True,
         "upload_allowed": True,
         "note": None,
         "model": "custom hashing-64 (64-d)",

@@ -17,6 +17,7 @@ from support.http import LiveServer
 from support.web import chromium, need_chromium
 
 need_chromium()
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
@@ -71,10 +72,11 @@ def test_the_page_shows_who_is_signed_in_and_only_their_corpora(
     browser: WebDriver, who: str, token: str, reads: list[str], writes: list[str], says: str
 ) -> None:
     _sign_in(browser, token)
-    wait = WebDriverWait(browser, 60)
+    # the selectors are filled again as the page routes: an option may go stale mid-read
+    wait = WebDriverWait(browser, 60, ignored_exceptions=(StaleElementReferenceException,))
     wait.until(lambda d: _options(d, "corpus") == ["all", *reads])
     wait.until(lambda d: says in d.find_element(By.ID, "whoami").text)
-    assert _options(browser, "upload-corpus") == writes
+    wait.until(lambda d: _options(d, "upload-corpus") == writes)
     browser.find_element(By.ID, "tab-upload").click()
     assert browser.find_element(By.ID, "upload-off").is_displayed() == (not writes)
     assert "archive" not in browser.page_source

@@ -13,6 +13,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 
@@ -190,6 +191,7 @@ def test_the_document_view_shows_the_hit_in_place_and_the_toc(
 
     # A long document: its headings jump to their section.
     browser.find_element(By.ID, "back").click()
+    visible(browser, "#view-search")  # Back went to the search's address
     hits = search(browser, "duck anatomy")
     duck = next(
         h for h in hits if h.find_element(By.CSS_SELECTOR, ".where").text.endswith("duck.html")
@@ -279,6 +281,74 @@ def test_documents_and_status_tabs(browser: WebDriver) -> None:
     shown = browser.find_element(By.ID, "status").text
     assert "all-MiniLM-L6-v2" in shown and "null" not in shown and "undefined" not in shown
     shot(browser, "status.png")
+
+
+def hits_shown(driver: WebDriver, mode: str) -> list[WebElement]:
+    """The results once a search in ``mode`` has shown them."""
+    wait(driver).until(
+        lambda d: (
+            d.find_element(By.ID, "result-count").text.endswith(f"({mode})")
+            and d.find_elements(By.CSS_SELECTOR, "#results .hit")
+        )
+    )
+    return driver.find_elements(By.CSS_SELECTOR, "#results .hit")
+
+
+def test_deep_links_run_the_search_and_open_the_document_at_its_span(
+    browser: WebDriver, web_live: LiveServer
+) -> None:
+    # Issue 31: the page can be linked to. A search's address runs it, as a new page load.
+    browser.get(web_live.url + "/?q=grey+heron+spears+fish&corpus=docs&mode=keyword")
+    hits = hits_shown(browser, "keyword")
+    assert browser.find_element(By.ID, "q").get_attribute("value") == "grey heron spears fish"
+    assert Select(browser.find_element(By.ID, "mode")).first_selected_option.text == "keyword"
+    assert Select(browser.find_element(By.ID, "corpus")).first_selected_option.text == "docs"
+    sources = [h.find_element(By.CSS_SELECTOR, ".where").text for h in hits]
+    assert sources[0] == "docs / guide.md" and all(s.startswith("docs / ") for s in sources)
+
+    # The document view has its own address, with the hit's span.
+    hits[0].find_element(By.CSS_SELECTOR, "button.open").click()
+    visible(browser, "#doc-text .current")
+    assert "grey heron" in current_text(browser)
+    document = browser.current_url
+    params = parse_qs(urlsplit(document).query)
+    assert (params["doc"], params["corpus"]) == (["guide.md"], ["docs"])
+    start, end = int(params["start"][0]), int(params["end"][0])
+    assert 0 <= start < end
+
+    # Back returns to the search, Forward to the document.
+    browser.back()
+    visible(browser, "#view-search")
+    assert parse_qs(urlsplit(browser.current_url).query) == {
+        "q": ["grey heron spears fish"],
+        "corpus": ["docs"],
+        "mode": ["keyword"],
+    }
+    assert hits_shown(browser, "keyword")[0].find_element(By.CSS_SELECTOR, ".where").text == (
+        "docs / guide.md"
+    )
+    browser.forward()
+    visible(browser, "#doc-text .current")
+    assert "grey heron" in current_text(browser)
+
+    # The document's address alone opens it at the span, and Back from there (no earlier
+    # page of ours) goes to the search page.
+    browser.get(
+        web_live.url
+        + "/?"
+        + urlencode({"doc": "guide.md", "corpus": "docs", "start": start, "end": end})
+    )
+    visible(browser, "#doc-text .current")
+    assert browser.find_element(By.ID, "doc-title").text == "guide.md"
+    assert "grey heron" in current_text(browser)
+    browser.find_element(By.ID, "back").click()
+    visible(browser, "#view-search")
+
+    # A tab's address, and a misspelt corpus in a link: the server's one-line answer.
+    browser.get(web_live.url + "/?view=status")
+    wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#status tbody tr") or False)
+    browser.get(web_live.url + "/?q=heron&corpus=doc")
+    assert "did you mean 'docs'" in visible(browser, "#message").text
 
 
 def test_forgetting_the_token_locks_the_page_again(browser: WebDriver) -> None:

@@ -258,7 +258,7 @@ def register_keyword_search(tool: Registrar, service: Service, gate: SearchGate)
     """Registers the ``keyword_search`` tool."""
     default_k = _default_k(service)
 
-    @tool("Keyword search", **READ_ONLY)
+    @tool("Keyword search", links=True, **READ_ONLY)
     async def keyword_search(
         query: _Query,
         top_k_after: _After = default_k,
@@ -284,7 +284,7 @@ def register_keyword_and_semantic_search(
     """Registers the ``keyword_and_semantic_search`` tool."""
     default_k = _default_k(service)
 
-    @tool("Keyword and semantic search", **READ_ONLY)
+    @tool("Keyword and semantic search", links=True, **READ_ONLY)
     async def keyword_and_semantic_search(
         query: _Query,
         top_k_after: _After = default_k,
@@ -308,7 +308,7 @@ def register_semantic_search(tool: Registrar, service: Service, gate: SearchGate
     """Registers the ``semantic_search`` tool."""
     default_k = _default_k(service)
 
-    @tool("Semantic search", **READ_ONLY)
+    @tool("Semantic search", links=True, **READ_ONLY)
     async def semantic_search(
         query: _Query,
         top_k_after: _After = default_k,
@@ -333,7 +333,7 @@ def register_filtered_search(tool: Registrar, service: Service, gate: SearchGate
     default_k = _default_k(service)
     default_mode = service.settings.search.mode
 
-    @tool("Filtered search", **READ_ONLY)
+    @tool("Filtered search", links=True, **READ_ONLY)
     async def filtered_search(
         query: _Query,
         keywords: _Keywords = None,
@@ -387,7 +387,7 @@ def register_read_chunk(tool: Registrar, service: Service) -> None:
     """Registers the ``read_chunk`` tool."""
     idx = service.index
 
-    @tool("Read chunks with their entities", **READ_ONLY)
+    @tool("Read chunks with their entities", links=True, **READ_ONLY)
     async def read_chunk(chunk_ids: _ChunkIds) -> EnrichedChunksOut:
         """Read whole chunks by id (several at once), in the order given, each with the
         keywords, entities and dates extracted from it.
@@ -417,7 +417,7 @@ def register_read_neighbors(tool: Registrar, service: Service) -> None:
     """Registers the ``read_neighbors`` tool."""
     idx = service.index
 
-    @tool("Read around chunks", **READ_ONLY)
+    @tool("Read around chunks", links=True, **READ_ONLY)
     async def read_neighbors(
         chunk_ids: _ChunkIds,
         window: Annotated[
@@ -445,7 +445,7 @@ def register_find_related(tool: Registrar, service: Service, gate: SearchGate) -
     idx = service.index
     default_k = _default_k(service)
 
-    @tool("Find related chunks", **READ_ONLY)
+    @tool("Find related chunks", links=True, **READ_ONLY)
     async def find_related(
         chunk_ids: _ChunkIds,
         query: Annotated[

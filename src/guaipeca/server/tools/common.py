@@ -20,14 +20,15 @@ lock, so at most one runs at a time.
 import functools
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 import anyio.to_thread
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
-from pydantic import ValidationError
+from pydantic import AnyUrl, ValidationError
 
 from guaipeca.config import did_you_mean
 from guaipeca.errors import GuaipecaError, InvalidArgumentError
@@ -36,6 +37,7 @@ from guaipeca.server.limits import rate_counted, too_many_requests
 from guaipeca.server.service import (
     Service,
 )
+from guaipeca.server.tools.links import resource_links
 from guaipeca.server.writes import STDIO, current_caller
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "guard",
     "in_thread",
     "one_of",
+    "rate_wait",
     "registrar",
 ]
 
@@ -74,9 +77,9 @@ _F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
 
 
 class Registrar(Protocol):
-    """``@tool(title, **hints)``, as :func:`registrar` returns it."""
+    """``@tool(title, links=False, **hints)``, as :func:`registrar` returns it."""
 
-    def __call__(self, title: str, **hints: bool) -> Callable[[_F], _F]: ...
+    def __call__(self, title: str, *, links: bool = False, **hints: bool) -> Callable[[_F], _F]: ...
 
 
 INTERNAL_ERROR = "internal error (the server log has the details)"
@@ -120,11 +123,27 @@ def describe_invalid_arguments(exc: ValidationError) -> str:
 
 class ToolServer(MCPServer[Any]):
     """MCPServer whose argument errors are one readable line and which refuses
-    arguments a tool does not have (a misspelt ``topk`` must not silently mean the default)."""
+    arguments a tool does not have (a misspelt ``topk`` must not silently mean the default).
+
+    The results of the tools in ``linked_tools`` carry ``resource_link`` blocks to the hits,
+    chunks and documents they name (links.py), after the JSON text block. A resource that
+    is missing and one the caller may not read give the same error as an unknown URI.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.tool_arguments: dict[str, frozenset[str]] = {}
+        self.linked_tools: set[str] = set()
+
+    async def read_resource(
+        self, uri: AnyUrl | str, context: Context[Any, Any] | None = None
+    ) -> Iterable[ReadResourceContents] | InputRequiredResult:
+        try:
+            return await super().read_resource(uri, context)
+        except ResourceNotFoundError:
+            # The SDK's own words for a URI no template matches: nothing tells a forbidden
+            # or missing document from one that never existed.
+            raise ResourceNotFoundError(f"Unknown resource: {uri}") from None
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -137,7 +156,7 @@ class ToolServer(MCPServer[Any]):
                     f"Error executing tool {name}: unknown argument {arg!r:.60} ({hint})"
                 )
         try:
-            return await super().call_tool(name, arguments, context)
+            result = await super().call_tool(name, arguments, context)
         except UnexpectedToolError:
             raise
         except ToolError as exc:
@@ -146,6 +165,11 @@ class ToolServer(MCPServer[Any]):
                 message = describe_invalid_arguments(cause)
                 raise ToolError(f"Error executing tool {name}: {message}") from cause
             raise
+        if name in self.linked_tools and isinstance(result, CallToolResult):
+            structured = result.structured_content
+            if not result.is_error and isinstance(structured, dict):
+                result.content.extend(resource_links(structured))
+        return result
 
 
 # -- the server --------------------------------------------------------------------------
@@ -174,20 +198,29 @@ WHERE_DOC = (
 )
 
 
+def rate_wait(service: Service) -> float:
+    """Takes the caller's rate-limit token for one MCP call (tool call or resource read):
+    the seconds to wait before retrying, 0 when the call may run.
+
+    Over MCP the call takes it here, answered as an error of the call (a 429 on the POST
+    would end a legacy SSE session); the web API's request took it already, and stdio (one
+    local agent) has no limit.
+    """
+    who = current_caller()
+    if who == STDIO or rate_counted.get():
+        return 0.0
+    return service.rate_bucket.take(who)
+
+
 def guard(service: Service, fn: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awaitable[_T]]:
     """Turn library errors into tool errors with a clean message, and anything else into
     a generic one (with the traceback in the log)."""
 
     @functools.wraps(fn)
     async def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-        who = current_caller()
-        # Over MCP the tool call takes the caller's rate-limit token here, as a tool error
-        # (a 429 on the POST would end a legacy SSE session); the web API's request took
-        # it already, and stdio (one local agent) has no limit.
-        if who != STDIO and not rate_counted.get():
-            wait = service.rate_bucket.take(who)
-            if wait > 0:
-                raise ToolError(too_many_requests(wait))
+        wait = rate_wait(service)
+        if wait > 0:
+            raise ToolError(too_many_requests(wait))
         service.tool_calls.started()
         entered = door.set(f"tool:{fn.__name__}")  # what the audit log names
         try:
@@ -207,10 +240,11 @@ def guard(service: Service, fn: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awa
 
 
 def registrar(server: ToolServer, service: Service) -> Registrar:
-    """``@tool(title, **hints)``: registers a coroutine as a guarded tool of ``server``; its
-    name, description (docstring) and arguments come from the function."""
+    """``@tool(title, links=False, **hints)``: registers a coroutine as a guarded tool of
+    ``server``; its name, description (docstring) and arguments come from the function.
+    ``links``: its results carry resource links to what they name (:class:`ToolServer`)."""
 
-    def tool(title: str, **hints: bool) -> Callable[[_F], _F]:
+    def tool(title: str, *, links: bool = False, **hints: bool) -> Callable[[_F], _F]:
         def register(fn: _F) -> _F:
             name = fn.__name__
             server.add_tool(
@@ -222,6 +256,8 @@ def registrar(server: ToolServer, service: Service) -> Registrar:
                 structured_output=True,
             )
             server.tool_arguments[name] = frozenset(inspect.signature(fn).parameters)
+            if links:
+                server.linked_tools.add(name)
             return fn
 
         return register

@@ -42,7 +42,7 @@ __all__ = [
 def register_get_chunk(tool: Registrar, service: Service) -> None:
     """Registers the ``get_chunk`` tool."""
 
-    @tool("Read chunks", **READ_ONLY)
+    @tool("Read chunks", links=True, **READ_ONLY)
     async def get_chunk(
         chunk_ids: Annotated[
             str | Annotated[list[str], Field(min_length=1, max_length=TOOL_MAX_CHUNK_IDS)] | None,
@@ -152,7 +152,7 @@ def register_list_documents(tool: Registrar, service: Service) -> None:
     """Registers the ``list_documents`` tool."""
     idx = service.index
 
-    @tool("List documents", **READ_ONLY)
+    @tool("List documents", links=True, **READ_ONLY)
     async def list_documents(
         corpus: Annotated[
             str | None, Field(description="Only this corpus; default: every configured one.")
@@ -206,7 +206,7 @@ def register_get_toc(tool: Registrar, service: Service) -> None:
     """Registers the ``get_toc`` tool."""
     idx = service.index
 
-    @tool("Table of contents", **READ_ONLY)
+    @tool("Table of contents", links=True, **READ_ONLY)
     async def get_toc(
         doc_id: Annotated[
             str | None,

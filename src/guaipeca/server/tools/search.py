@@ -182,7 +182,7 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
     s = service.settings.search
     default_top_k = min(s.top_k, TOOL_MAX_TOP_K)
 
-    @tool("Search documents", **READ_ONLY)
+    @tool("Search documents", links=True, **READ_ONLY)
     async def search(
         query: _Query,
         top_k: _TopK = default_top_k,

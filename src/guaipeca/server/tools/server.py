@@ -33,13 +33,15 @@ from guaipeca.server.tools.read import (
     register_get_toc,
     register_list_documents,
 )
+from guaipeca.server.tools.resources import register_resources
 from guaipeca.server.tools.search import register_search
 
 __all__ = ["build_server"]
 
 
 def build_server(service: Service) -> MCPServer[Any]:
-    """An MCP server whose tools search, read and manage the service's corpora (§7.1)."""
+    """An MCP server whose tools search, read and manage the service's corpora (§7.1), and
+    whose resources are their documents and chunks."""
     server = ToolServer("guaipeca", version=__version__, instructions=INSTRUCTIONS)
     # A cap on concurrent searches and a deadline per search (server settings).
     gate = search_gate(service.settings)
@@ -61,4 +63,6 @@ def build_server(service: Service) -> MCPServer[Any]:
     register_read_chunk(tool, service)
     register_read_neighbors(tool, service)
     register_find_related(tool, service, gate)
+    # Documents and chunks that results link to, read by URI.
+    register_resources(server, service)
     return server

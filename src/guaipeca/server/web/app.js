@@ -3,6 +3,9 @@
 // PUT /api/upload sends a file's raw bytes) with the same Bearer token as /mcp.
 // Text from the server is inserted with textContent, except Markdown, which POST /api/render
 // turns into sanitised HTML (raw HTML escaped, images and links reduced to their text).
+// Every view has its own address, so it can be linked to and the browser's Back and Forward
+// buttons move between views: /?q=…&corpus=…&mode=… runs that search, /?doc=…&corpus=…&start=…&end=…
+// opens a document at a hit's span, /?view=documents|upload|status opens a tab.
 "use strict";
 
 (() => {
@@ -123,7 +126,7 @@
     $("auth").hidden = true;
     $("signout").hidden = false;
     message("");
-    loadFolders();
+    loadFolders().then(route).catch(fail);
   });
 
   $("signout").addEventListener("click", () => {
@@ -134,6 +137,7 @@
 
   // -- tabs ------------------------------------------------------------------------------
   function showView(name) {
+    if (name !== "document") document.title = "Guaipeca";
     for (const view of document.querySelectorAll(".view")) view.hidden = view.id !== "view-" + name;
     const tab = name === "document" ? state.back || "search" : name;
     for (const button of document.querySelectorAll(".tabs button")) {
@@ -145,10 +149,79 @@
     button.addEventListener("click", () => {
       message("");
       const name = button.dataset.tab;
-      showView(name);
-      if (name === "status") loadStatus().catch(fail);
-      if (name === "documents") loadDocuments(true).catch(fail);
+      go(name === "search" ? state.lastSearch || {} : { view: name });
+      openTab(name);
     });
+  }
+
+  function openTab(name) {
+    showView(name);
+    if (name === "status") loadStatus().catch(fail);
+    if (name === "documents") loadDocuments(true).catch(fail);
+  }
+
+  // -- addresses: every view has one, and Back/Forward move between them -----------------------
+  // The parameters of a search as the address gives them (only those set).
+  const SEARCH_FIELDS = { q: "q", mode: "mode", corpus: "corpus", top_k: "top_k", section: "section", where: "where", ext: "extension" };
+
+  function searchParams() {
+    const params = {};
+    for (const [key, id] of Object.entries(SEARCH_FIELDS)) {
+      const value = $(id).value.trim();
+      if (value && !(key === "top_k" && value === "10") && !(key === "mode" && value === "hybrid")) params[key] = value;
+    }
+    return params;
+  }
+
+  // A new history entry for `params` (none when the address is already that one).
+  function go(params) {
+    const url = "/" + (Object.keys(params).length ? "?" + new URLSearchParams(params) : "");
+    if (url === location.pathname + location.search) return;
+    history.pushState({ guaipeca: ((history.state && history.state.guaipeca) || 0) + 1 }, "", url);
+  }
+
+  // Show what the address names: a document, a tab, a search, or the empty search page.
+  async function route() {
+    const params = new URLSearchParams(location.search);
+    message("");
+    if (params.get("doc")) {
+      const start = Number(params.get("start"));
+      const end = Number(params.get("end"));
+      const span = params.has("start") && params.has("end") && end > start ? { start, end } : null;
+      await openDocument(params.get("doc"), params.get("corpus") || undefined, span, false);
+      return;
+    }
+    const view = params.get("view");
+    if (view && view !== "search" && $("view-" + view)) {
+      openTab(view);
+      return;
+    }
+    showView("search");
+    for (const [key, id] of Object.entries(SEARCH_FIELDS)) {
+      const value = params.get(key) || (key === "mode" ? "hybrid" : key === "top_k" ? "10" : "");
+      const field = $(id);
+      // A corpus the selector does not list still goes to the server, which says why.
+      if (field.tagName === "SELECT" && value && ![...field.options].some((o) => o.value === value)) {
+        field.append(el("option", { value, text: value }));
+      }
+      field.value = value;
+    }
+    if (params.get("q")) await search(false);
+    else {
+      $("results").replaceChildren();
+      $("result-count").hidden = true;
+    }
+  }
+
+  window.addEventListener("popstate", () => route().catch(fail));
+
+  // Back from a document: the previous address when it is this page's, else the search.
+  function leaveDocument() {
+    if (history.state && history.state.guaipeca) history.back();
+    else {
+      go(state.back && state.back !== "search" ? { view: state.back } : state.lastSearch || {});
+      route().catch(fail);
+    }
   }
 
   // -- who is signed in -------------------------------------------------------------------
@@ -189,10 +262,12 @@
   // -- search ----------------------------------------------------------------------------
   $("search-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    search().catch(fail);
+    search(true).catch(fail);
   });
 
-  async function search() {
+  // Run the form's search; `push`: give it its own address (a search from the address
+  // itself, or Back to it, does not).
+  async function search(push) {
     message("");
     const args = { query: $("q").value.trim(), mode: $("mode").value, top_k: Number($("top_k").value) || 10 };
     if (!args.query) return;
@@ -209,18 +284,23 @@
     }
     if ($("extension").value) where = Object.keys(where).length ? { $and: [where, { extension: $("extension").value }] } : { extension: $("extension").value };
     if (Object.keys(where).length) args.where = where;
+    state.lastSearch = searchParams();
+    if (push) go(state.lastSearch);
+    // Only the latest search shows its results (Back may start one while another runs).
+    const seq = (state.searchSeq = (state.searchSeq || 0) + 1);
     $("search-button").disabled = true;
     try {
       const out = await tool("search", args);
-      await renderResults(out);
+      await renderResults(out, seq);
     } finally {
       $("search-button").disabled = false;
     }
   }
 
-  async function renderResults(out) {
+  async function renderResults(out, seq) {
     // A snippet marks the query's terms **like this**: the render makes them <mark>s.
     const snippets = await render(out.hits.map((hit) => hit.snippet), null, true);
+    if (seq !== state.searchSeq) return;
     const list = $("results");
     list.replaceChildren();
     $("result-count").hidden = false;
@@ -244,8 +324,15 @@
   }
 
   // -- document view ---------------------------------------------------------------------
-  async function openDocument(docId, corpus, span) {
+  // `push` (default): the view gets its own address, with the hit's span.
+  async function openDocument(docId, corpus, span, push) {
     message("");
+    if (push !== false) {
+      const params = { doc: docId };
+      if (corpus) params.corpus = corpus;
+      if (span) Object.assign(params, { start: String(span.start), end: String(span.end) });
+      go(params);
+    }
     const open = document.querySelector(".view:not([hidden])");
     if (open && open.id !== "view-document") state.back = open.id.slice("view-".length);
     const need = span ? span.end + 2000 : 0;
@@ -255,6 +342,7 @@
     ]);
     state.doc = { doc, text: doc.text, span: span ? { start: span.start, end: span.end } : null };
     $("doc-title").textContent = doc.source_path || doc.doc_id;
+    document.title = (doc.source_path || doc.doc_id) + " – Guaipeca";
     $("doc-meta").textContent = [doc.corpus, number(doc.chars) + " characters", doc.chunk_count + " chunks"].join(" · ");
     $("download").hidden = !doc.source_path;
     renderToc(toc);
@@ -319,12 +407,12 @@
   Object.defineProperty(state, "text", { get: () => (state.doc ? state.doc.text : "") });
 
   $("doc-more").addEventListener("click", () => loadMore().then(renderText).catch(fail));
-  $("back").addEventListener("click", () => showView(state.back || "search"));
+  $("back").addEventListener("click", leaveDocument);
   // Esc closes the document view (Enter searches: the query box is in a form).
   document.addEventListener("keydown", (event) => {
     if (event.key !== "Escape" || $("view-document").hidden) return;
     event.preventDefault();
-    showView(state.back || "search");
+    leaveDocument();
   });
   $("download").addEventListener("click", async () => {
     try {
@@ -399,7 +487,8 @@
     const s = await tool("status");
     const stat = (value, label) => el("div", {}, el("b", { text: value }), el("span", { text: label }));
     const rows = s.corpora.map((c) => el("tr", {},
-      el("td", { text: c.name }), el("td", { text: c.topic }), el("td", { text: c.language }),
+      el("td", { text: c.searched === false ? c.name + " (not searched)" : c.name }),
+      el("td", { text: c.topic }), el("td", { text: c.language }),
       el("td", { text: number(c.documents) }), el("td", { text: number(c.chunks) }),
       el("td", { text: c.upload_allowed ? "yes" : "no" })));
     const parts = [
@@ -418,5 +507,5 @@
 
   // -- start -----------------------------------------------------------------------------
   if (sessionStorage.getItem(TOKEN_KEY)) $("signout").hidden = false;
-  loadFolders().catch(fail);
+  loadFolders().then(route).catch(fail);
 })();
