@@ -60,8 +60,11 @@ def static_identity() -> str:
 
 
 @contextmanager
-def team_service(root: Path, embedder: Embedder, **extra: Any) -> Iterator[Service]:
-    """The team's service over ``root`` (corpus folders, data), indexed and embedded."""
+def team_service(
+    root: Path, embedder: Embedder, server: dict[str, Any] | None = None, **extra: Any
+) -> Iterator[Service]:
+    """The team's service over ``root`` (corpus folders, data), indexed and embedded;
+    ``server`` adds to its ``server:`` section, ``extra`` replaces top-level sections."""
     for corpus, files in FILES.items():
         (root / corpus).mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
@@ -77,6 +80,7 @@ def team_service(root: Path, embedder: Embedder, **extra: Any) -> Iterator[Servi
             "allowed_hosts": ["guaipeca"],
             "rate_limit_rps": 10_000,
             "rate_limit_burst": 10_000,
+            **(server or {}),
         },
         "access": GRANTS,
         **extra,
