@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable
 
 import uvicorn
 from starlette.applications import Starlette
+
+from guaipeca.server import Service
+from guaipeca.server.http import make_server
 
 
 class LiveServer:
@@ -52,3 +56,27 @@ class LiveServer:
         self._thread.join(30)
         self._sock.close()
         assert not self._thread.is_alive(), "server did not stop"
+
+
+class Served:
+    """``make_server`` (the server ``guaipeca serve`` runs: read timeouts, drain, idle
+    trim) over ``service`` on 127.0.0.1, in a thread."""
+
+    def __init__(self, service: Service) -> None:
+        self.server = make_server(service, "127.0.0.1", 0)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> Served:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not (self.server.started and self.server.servers):
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.02)
+        self.port = int(self.server.servers[0].sockets[0].getsockname()[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+        assert not self.thread.is_alive(), "server did not stop"

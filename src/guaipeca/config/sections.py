@@ -155,6 +155,28 @@ class ServerSettings(FrozenModel):
         default_factory=list,
         description="other Host names clients use, e.g. guaipeca, example.org:8443; '*': any",
     )
+    max_sessions: int = Field(
+        1000, ge=2, le=100_000, description="MCP sessions open at once, all identities together"
+    )
+    max_sessions_per_identity: int = Field(
+        32,
+        ge=1,
+        le=100_000,
+        description="of those, held by one identity (its oldest idle one closes to make room)",
+    )
+    session_idle_seconds: float = Field(
+        300.0, gt=0, le=86_400, description="an MCP session with no request this long is closed"
+    )
+    max_streams: int = Field(
+        256,
+        ge=2,
+        le=100_000,
+        description="event streams open at once (GET /sse, GET /mcp); lowered to fit the "
+        "open-files limit",
+    )
+    max_streams_per_identity: int = Field(
+        16, ge=1, le=100_000, description="of those, open by one identity (then 429)"
+    )
     watch: bool = Field(False, description="re-index the corpora when their files change")
     idle_trim_seconds: float = Field(
         5.0,
@@ -179,6 +201,17 @@ class ServerSettings(FrozenModel):
             ]
             if problems:
                 raise KeyProblems(problems)
+        return self
+
+    @model_validator(mode="after")
+    def _shares_within_totals(self) -> ServerSettings:
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        if self.max_sessions_per_identity > self.max_sessions:
+            problems.append((("max_sessions_per_identity",), "must not exceed server.max_sessions"))
+        if self.max_streams_per_identity > self.max_streams:
+            problems.append((("max_streams_per_identity",), "must not exceed server.max_streams"))
+        if problems:
+            raise KeyProblems(problems)
         return self
 
 

@@ -242,4 +242,4 @@ def shape(
             max_chars=p.max_chars,
             check=check,
         )
-    return results.hits(scored[: p.top_k], stores, p.query, settings.snippet_chars)
+    return results.hits(scored[: p.top_k], stores, p.query, settings.snippet_chars, check=check)

@@ -145,6 +145,10 @@ def http_rerank(
     return kept, None
 
 
+def _never() -> None:
+    pass
+
+
 def hits(
     scored: list[Scored],
     stores: Mapping[str, CorpusStore],
@@ -152,38 +156,45 @@ def hits(
     snippet_chars: int,
     *,
     snippets: bool = True,
+    check: Callable[[], None] = _never,
 ) -> list[Hit]:
-    """The candidates as hits, in order; chunks deleted since retrieval are left out."""
+    """The candidates as hits, in order; chunks deleted since retrieval are left out.
+    ``check`` is called between corpora and between snippets, and may raise to stop."""
     by_corpus: dict[str, list[int]] = {}
     for _, name, pk, _ in scored:
         by_corpus.setdefault(name, []).append(pk)
-    rows = {name: stores[name].rows(pks) for name, pks in by_corpus.items()}
+    rows = {}
+    for name, pks in by_corpus.items():
+        check()
+        rows[name] = stores[name].rows(pks)
     out: list[Hit] = []
     for score, name, pk, parts in scored:
         row = rows[name].get(pk)
         if row is None:  # deleted between retrieval and fetch
             continue
         out.append(hit_from_row(name, row, score, parts, ""))
-    return with_snippets(out, stores, query, snippet_chars) if snippets else out
+    return with_snippets(out, stores, query, snippet_chars, check) if snippets else out
 
 
 def with_snippets(
-    found: list[Hit], stores: Mapping[str, CorpusStore], query: str, width: int
+    found: list[Hit],
+    stores: Mapping[str, CorpusStore],
+    query: str,
+    width: int,
+    check: Callable[[], None] = _never,
 ) -> list[Hit]:
-    """The hits with their snippets: the query terms of each hit's own corpus in context."""
+    """The hits with their snippets: the query terms of each hit's own corpus in context
+    (``check`` is called before each snippet and may raise to stop)."""
     terms: dict[str, set[str]] = {}
     out = []
     for h in found:
+        check()
         analyzer = stores[h.corpus].analyzer
         if h.corpus not in terms:
             terms[h.corpus] = set(analyzer.tokens(query))
         snip = make_snippet(h.text, terms[h.corpus], analyzer.term_spans, width=width)
         out.append(dataclasses.replace(h, snippet=snip.text, highlights=snip.highlights))
     return out
-
-
-def _never() -> None:
-    pass
 
 
 class _Budget:
@@ -225,12 +236,12 @@ def grouped(
     budget = _Budget(max_chars)
     # Group on the rows first and make snippets only for the hits returned: a snippet
     # costs far more than a row, and the candidate list can be hundreds long.
-    found = hits(scored, stores, query, width, snippets=False)
+    found = hits(scored, stores, query, width, snippets=False, check=check)
     if return_mode != "chunks":
         docs: dict[tuple[str, str], Hit] = {}
         for h in found:
             docs.setdefault((h.corpus, h.doc_id), h)
-        best = with_snippets(list(docs.values())[:top_k], stores, query, width)
+        best = with_snippets(list(docs.values())[:top_k], stores, query, width, check)
         # Each document is read once: for its size, then for its text.
         rows = []
         for h in best:
@@ -244,11 +255,11 @@ def grouped(
                 out.append(budget.cut(_widen_to_document(stores[h.corpus], h, row)))
             return out
     if not section_mode:
-        return with_snippets(found[:top_k], stores, query, width)
+        return with_snippets(found[:top_k], stores, query, width, check)
     sections: dict[tuple[str, str, str], Hit] = {}
     for h in found:
         sections.setdefault((h.corpus, h.doc_id, h.section_id), h)
-    chosen = with_snippets(list(sections.values())[:top_k], stores, query, width)
+    chosen = with_snippets(list(sections.values())[:top_k], stores, query, width, check)
     widened = []
     for h in chosen:
         check()

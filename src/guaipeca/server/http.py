@@ -12,8 +12,11 @@ Routes:
 
 Middleware, outermost first: sanitised errors, allowed hosts (DNS rebinding), CORS, 401s to
 the audit log, auth (wrong credentials throttled), session owner (binds MCP sessions to the
-identity, sets the write queue's caller), access (the caller's grants, server/access.py), body
-size limit, rate limit (not MCP routes: limited in the tool), MCP bodies (read whole).
+identity, sets the write queue's caller), access (the caller's grants, server/access.py),
+departure (a tool call's client leaving stops its search), event streams per caller and in
+all (streams.py), body size limit, rate limit (not MCP routes: limited in the tool), MCP
+bodies (read whole; over-long names refused). ``/mcp`` sessions are budgeted per caller
+(sessions.py); the open-files limit is raised at start and bounds connections and streams.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ from typing import Any, Final
 
 import anyio
 import anyio.to_thread
-import h11
 import uvicorn
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -48,7 +50,6 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from guaipeca import __version__
 from guaipeca.errors import (
@@ -60,6 +61,8 @@ from guaipeca.errors import (
 from guaipeca.server.access import AccessMiddleware, AuditRefusals
 from guaipeca.server.asgi import caller_of, error_response, identity_of
 from guaipeca.server.bind import listen
+from guaipeca.server.connections import TimedH11Protocol
+from guaipeca.server.departure import DepartureMiddleware
 from guaipeca.server.health import health_body
 from guaipeca.server.idle import IdleTrim, ToolCalls
 from guaipeca.server.limits import BodyLimitMiddleware, RateLimitMiddleware, RpcBodyMiddleware
@@ -76,6 +79,15 @@ from guaipeca.server.security import (
     safe_relative_path,
 )
 from guaipeca.server.service import Service
+from guaipeca.server.sessions import SessionBudget
+from guaipeca.server.streams import (
+    StreamBudget,
+    connection_budget,
+    open_files_limit,
+    quiet_descriptor_errors,
+    raise_open_files_limit,
+    stream_budget,
+)
 from guaipeca.server.tools import build_server
 from guaipeca.server.webui import WEB_PAGE_PATHS, web_routes
 from guaipeca.server.writes import caller
@@ -364,6 +376,14 @@ def _middleware(
         ),
         Middleware(_SessionOwnerMiddleware),
         Middleware(AccessMiddleware, policy=service.guard.policy),
+        # Tool calls see their client leave (a search then frees its slot at once).
+        Middleware(DepartureMiddleware, paths=MCP_PATHS, prefixes=("/api/tools/",)),
+        Middleware(
+            StreamBudget,
+            bucket=service.rate_bucket,
+            total=stream_budget(settings.max_streams, open_files_limit()),
+            per_identity=settings.max_streams_per_identity,
+        ),
         # Before the MCP routes' body check, which reads their bodies whole: no body past
         # the limit is ever buffered.
         Middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes),
@@ -411,6 +431,8 @@ def build_app(
         streamable_http_path="/mcp",
         transport_security=security,
         max_request_body_size=settings.max_body_bytes,
+        session_idle_timeout=settings.session_idle_seconds,
+        max_sessions=settings.max_sessions,
         host=host,
     )
     session_manager = mcp_server.session_manager
@@ -427,7 +449,14 @@ def build_app(
         async with session_manager.run():
             yield
 
-    routes = _routes(service, mcp_server, StreamableHTTPASGIApp(session_manager))
+    sessions = SessionBudget(
+        StreamableHTTPASGIApp(session_manager),
+        service.rate_bucket,
+        total=settings.max_sessions,
+        per_identity=settings.max_sessions_per_identity,
+        idle_seconds=settings.session_idle_seconds,
+    )
+    routes = _routes(service, mcp_server, sessions)
     routes.extend(_sse_routes(sse_app))
     routes.extend(web_routes(service, mcp_server))
     routes.extend(ProtectedResource(settings.oidc).routes())
@@ -475,64 +504,6 @@ class _InFlight(ToolCalls):
             self.done()
 
 
-class _TimedH11Protocol(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol with read timeouts against slow clients (slowloris).
-
-    A connection must send a request's headers within ``header_timeout`` seconds (from
-    its start, or from the end of the previous response), and may pause no longer than
-    ``body_timeout`` seconds while it sends a body; otherwise it is closed, with one log
-    line (the application sees a disconnect). uvicorn itself only times out idle
-    keep-alive connections.
-    """
-
-    header_timeout: float = 10.0
-    body_timeout: float = 30.0
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)  # type: ignore[arg-type]
-        self._read_timer: asyncio.TimerHandle | None = None
-        self._arm()
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        self._arm()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        self._disarm()  # uvicorn's keep-alive timer covers the idle gap; data re-arms
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def _disarm(self) -> None:
-        timer = getattr(self, "_read_timer", None)
-        if timer is not None:
-            timer.cancel()
-            self._read_timer = None
-
-    def _arm(self) -> None:
-        """(Re)start the timer for what the client owes now: headers or body bytes."""
-        self._disarm()
-        state = self.conn.their_state
-        if state is h11.IDLE and not (self.cycle and not self.cycle.response_complete):
-            self._read_timer = self.loop.call_later(
-                self.header_timeout, self._timed_out, "request headers"
-            )
-        elif state is h11.SEND_BODY:
-            self._read_timer = self.loop.call_later(
-                self.body_timeout, self._timed_out, "request body"
-            )
-
-    def _timed_out(self, what: str) -> None:
-        self._read_timer = None
-        if self.transport.is_closing():
-            return
-        client = f"{self.client[0]}" if self.client else "a client"
-        log.info("closed the connection of %s: no %s within the read timeout", client, what)
-        self.transport.close()
-
-
 class _DrainingServer(uvicorn.Server):
     """uvicorn, with a drain before the shutdown.
 
@@ -559,6 +530,10 @@ class _DrainingServer(uvicorn.Server):
         self._drain: tuple[int, float] | None = None  # the signal, the deadline
         self.stopped_by: list[int] = []  # the signals that stopped it
         self._listening = True
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        quiet_descriptor_errors(asyncio.get_running_loop())
+        await super().startup(sockets=sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._drain is None and not self.should_exit:
@@ -616,16 +591,30 @@ def make_server(
     503). A second signal skips the wait.
     """
     settings = service.loaded.settings.server
+    before, nofile = raise_open_files_limit()  # before build_app derives the stream budget
     app = build_app(service, mcp_server=mcp_server, host=host, port=port)
+    connections = connection_budget(nofile)
+    log.info(
+        "open files: limit %d%s; up to %d connections, %d event streams (%d per caller), "
+        "%d MCP sessions (%d per caller)",
+        nofile,
+        f" (raised from {before})" if nofile > before else "",
+        connections,
+        stream_budget(settings.max_streams, nofile),
+        settings.max_streams_per_identity,
+        settings.max_sessions,
+        settings.max_sessions_per_identity,
+    )
     if graceful_timeout is None:
         graceful_timeout = settings.shutdown_grace_seconds
     in_flight = _InFlight(app)
     protocol = type(
         "TimedH11Protocol",
-        (_TimedH11Protocol,),
+        (TimedH11Protocol,),
         {
             "header_timeout": settings.header_timeout_seconds,
             "body_timeout": settings.body_timeout_seconds,
+            "max_connections": connections,
         },
     )
     config = uvicorn.Config(
@@ -637,6 +626,8 @@ def make_server(
         http=protocol,
         lifespan="on",
         server_header=False,
+        # Past this many connections uvicorn answers 503 instead of running out of files.
+        limit_concurrency=connections,
         # After the drain only streams remain, and they end at once.
         timeout_graceful_shutdown=5,
     )

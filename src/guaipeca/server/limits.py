@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from guaipeca.config import LoadedSettings, ServerSettings, Settings
 from guaipeca.errors import SearchBusyError, SearchTimeoutError
 from guaipeca.server.asgi import caller_of, error_response, refuse
+from guaipeca.server.departure import current_departure
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -44,6 +45,7 @@ __all__ = [
     "TokenBucket",
     "json_body",
     "rate_counted",
+    "reserved_share",
     "rpc_problem",
     "search_gate",
     "too_many_requests",
@@ -172,6 +174,12 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+def reserved_share(total: int) -> int:
+    """How many of ``total`` sessions or streams are kept for callers that hold none, so
+    that no one caller can take the last free ones."""
+    return max(1, total // 10)
+
+
 def too_many_requests(wait: float) -> str:
     """The message of a rate-limit refusal (HTTP 429, or a tool error over MCP)."""
     return f"too many requests; retry in {max(1, math.ceil(wait))} s"
@@ -241,8 +249,9 @@ class RateLimitMiddleware:
     deletes. ``exempt_paths``, ``GET`` of ``free_paths`` (the page, the tool list) and the
     MCP routes (``mcp_paths``) are never counted here: a 429 on a POST ends a legacy SSE
     session in the official client, whatever the message was. MCP tool calls take their
-    token in the tool itself (a tool error saying when to retry), and MCP protocol messages
-    (initialize, notifications, ping, lists) never take one.
+    token in the tool itself (a tool error saying when to retry), opening a session takes
+    one in sessions.py and streams.py, and other MCP protocol messages (notifications,
+    ping, lists) never take one.
 
     The caller is the identity :class:`AuthMiddleware` found, else the client IP.
     """
@@ -386,7 +395,8 @@ class SearchGate:
 
     async def run_cancellable(self, fn: Callable[[threading.Event], T]) -> T:
         """Like :meth:`run`, for a ``fn`` that takes a cancel event: once the deadline
-        passes the event is set, so a search that checks it (``Index.search(cancel=)``)
+        passes, the client leaves (:mod:`~guaipeca.server.departure`) or the call is
+        cancelled, the event is set, so a search that checks it (``Index.search(cancel=)``)
         stops at its next checkpoint and gives its slot back at once, instead of running
         on unobserved.
 
@@ -396,6 +406,16 @@ class SearchGate:
             Exception: whatever ``fn`` raised.
         """
         cancel = threading.Event()
+        # A client that leaves stops its search too (its slot is free at the next checkpoint).
+        departure = current_departure.get()
+        unlink = departure.link(cancel) if departure is not None else (lambda: None)
+        try:
+            return await self._run_in_slot(fn, cancel)
+        finally:
+            unlink()
+            cancel.set()  # answered, failed, cancelled or abandoned: nothing waits for more
+
+    async def _run_in_slot(self, fn: Callable[[threading.Event], T], cancel: threading.Event) -> T:
         holder = object()
         try:
             with anyio.fail_after(self.timeout):

@@ -33,6 +33,7 @@ from pydantic import AnyUrl, ValidationError
 from guaipeca.config import did_you_mean
 from guaipeca.errors import GuaipecaError, InvalidArgumentError
 from guaipeca.server.audit import door
+from guaipeca.server.departure import current_departure, departure_of
 from guaipeca.server.limits import rate_counted, too_many_requests
 from guaipeca.server.service import (
     Service,
@@ -121,6 +122,16 @@ def describe_invalid_arguments(exc: ValidationError) -> str:
     return "invalid arguments: " + "; ".join(problems)
 
 
+def _request_scope(context: Context[Any, Any] | None) -> dict[str, Any] | None:
+    """The ASGI scope of the HTTP request that carried a tool call (None: stdio, web API)."""
+    try:
+        request = context.request_context.request if context is not None else None
+    except ValueError:  # a context outside a request
+        return None
+    scope = getattr(request, "scope", None)
+    return scope if isinstance(scope, dict) else None
+
+
 class ToolServer(MCPServer[Any]):
     """MCPServer whose argument errors are one readable line and which refuses
     arguments a tool does not have (a misspelt ``topk`` must not silently mean the default).
@@ -155,6 +166,11 @@ class ToolServer(MCPServer[Any]):
                 raise ToolError(
                     f"Error executing tool {name}: unknown argument {arg!r:.60} ({hint})"
                 )
+        # Over HTTP the call runs in its session's task: the departure to follow is the
+        # one of the POST that carries it (the web API's request set its own already).
+        scope = _request_scope(context)
+        if scope is not None:
+            current_departure.set(departure_of(scope))
         try:
             result = await super().call_tool(name, arguments, context)
         except UnexpectedToolError:
