@@ -35,6 +35,7 @@ from guaipeca.index import Index
 from guaipeca.ingest import ConversionCache, SyncReport, cache_key, contained, sync_folder
 from guaipeca.progress import RoundLog
 from guaipeca.server.files import (
+    PreparedUpload,
     check_name,
     check_subfolder,
     check_upload,
@@ -44,6 +45,7 @@ from guaipeca.server.files import (
     write_upload,
 )
 from guaipeca.server.idle import ToolCalls
+from guaipeca.server.jobs import Jobs
 from guaipeca.server.limits import TokenBucket
 from guaipeca.server.schema import (
     BrokenCorpus,
@@ -62,16 +64,18 @@ from guaipeca.server.schema import (
     chunk_out,
     hit_out,
 )
-from guaipeca.server.writes import WriteQueue
+from guaipeca.server.writes import ConversionSlots, WriteQueue
 from guaipeca.types import Chunk, Hit, IndexStats
 
-__all__ = ["WRITER_WAIT_SECONDS", "Service"]
+__all__ = ["CONVERSIONS_AT_ONCE", "WRITER_WAIT_SECONDS", "Service"]
 
 log = logging.getLogger("guaipeca.server")
 
 #: How long a write waits for another process that writes the same corpus (a CLI
 #: ``guaipeca index``) before it fails, naming that process.
 WRITER_WAIT_SECONDS = 60.0
+#: Uploads converting at once (one per caller): OCR takes a core and up to ~300 MB each.
+CONVERSIONS_AT_ONCE = 2
 # After a write failed on a full disk, /health says "degraded" until a write succeeds or
 # this much more space is free than when it failed.
 _FREED_BYTES = 1 << 20
@@ -103,6 +107,10 @@ class Service:
         self.writes = WriteQueue(
             loaded.settings.server.max_queued_writes, loaded.settings.server.max_writes_per_caller
         )
+        #: Where uploads convert before they take their write turn (server/uploads.py).
+        self.conversions = ConversionSlots(CONVERSIONS_AT_ONCE)
+        #: Uploads answered 202 before their work was done (GET /jobs/{id}).
+        self.jobs = Jobs()
         self._corpora = {c.name: c for c in loaded.settings.corpora}
         self._roots = {c.name: real_path(c.path) for c in loaded.settings.corpora}
         self._data_dir = real_path(loaded.data_dir)
@@ -506,12 +514,35 @@ class Service:
         index: bool | None = None,
     ) -> UploadOut:
         """Save a file into a corpus folder that accepts uploads, then index it if
-        ``index`` (None: ``upload.auto_index``). Nothing is written unless every check
-        passes and the file converts.
+        ``index`` (None: ``upload.auto_index``): :meth:`prepare_upload`, then
+        :meth:`store_upload`. Nothing is written unless every check passes and the file
+        converts.
 
         Raises:
             InvalidArgumentError: corpus not in ``upload.allow``, a bad name, extension or
                 size, the file exists (without ``overwrite``), or it does not convert.
+        """
+        ready = self.prepare_upload(
+            corpus, filename, data, subfolder=subfolder, overwrite=overwrite
+        )
+        return self.store_upload(ready, index=index)
+
+    def prepare_upload(
+        self,
+        corpus: str,
+        filename: str,
+        data: bytes,
+        *,
+        subfolder: str | None = None,
+        overwrite: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> PreparedUpload:
+        """Check an upload and convert it, writing nothing: the slow part, run outside the
+        write turn, within ``limits.convert_timeout_seconds``, stopped when ``cancel`` is set.
+
+        Raises:
+            InvalidArgumentError: as :meth:`upload`; a conversion over its time budget too.
+            AbandonedError: ``cancel`` was set.
         """
         conf = self.writable_corpus(corpus)
         up, ocr = self.settings.upload, OcrOptions.from_settings(self.settings.ocr, conf.language)
@@ -525,31 +556,57 @@ class Service:
         target = root.joinpath(*parts, name)
         self._inside(corpus, root, target.parent)
         shown = f"{rel!r:.300} in corpus {corpus!r}"
-        same = existing_is_same(target, data, overwrite=overwrite, shown=shown)
+        existing_is_same(target, data, overwrite=overwrite, shown=shown)  # refused early
+        limits = FileLimits(**self.settings.limits.model_dump())
         try:
-            converted = convert_bytes(data, ext, name=name, max_bytes=up.max_file_size, ocr=ocr)
+            converted = convert_bytes(
+                data,
+                ext,
+                name=name,
+                max_bytes=up.max_file_size,
+                limits=limits,
+                ocr=ocr,
+                cancel=cancel,
+            )
         except ConversionError as exc:
             raise InvalidArgumentError(
                 f"{name!r} cannot be read as a {ext} file: {exc}; nothing was written"
             ) from None
+        return PreparedUpload(
+            corpus, rel, target, shown, data, overwrite, converted, cache_key(ocr)
+        )
+
+    def store_upload(self, ready: PreparedUpload, *, index: bool | None = None) -> UploadOut:
+        """Write a prepared upload into its corpus folder and index it (the short part, in
+        the write turn). A new file that cannot be indexed for a full disk is removed.
+
+        Raises:
+            InvalidArgumentError: the file appeared meanwhile (without ``overwrite``).
+            DiskFullError: no room to write or index it.
+        """
+        up, target, shown, data = self.settings.upload, ready.target, ready.shown, ready.data
+        root = self.corpus_root(ready.corpus)
+        # Checked again: another upload of that name may have landed while this converted.
+        same = existing_is_same(target, data, overwrite=ready.overwrite, shown=shown)
         sha = hashlib.sha256(data).hexdigest()
         # The folder is checked again once made: one swapped for a link meanwhile.
-        inside = functools.partial(self._inside, corpus, root)
+        inside = functools.partial(self._inside, ready.corpus, root)
         new = not same and not os.path.lexists(target)
         with self.watching_disk(root):
             replaced = (
                 False
                 if same
-                else write_upload(target, data, overwrite=overwrite, shown=shown, made=inside)
+                else write_upload(target, data, overwrite=ready.overwrite, shown=shown, made=inside)
             )
-        log.info("upload: wrote %s (%d bytes) into corpus %s", rel, len(data), corpus)
+        log.info("upload: wrote %s (%d bytes) into corpus %s", ready.rel, len(data), ready.corpus)
         try:
             with self.watching_disk(self.loaded.data_dir):
                 # Keep the conversion, so the indexing run below need not convert again.
-                cache = ConversionCache(self.loaded.data_dir / "converted", cache_key(ocr))
-                cache.put(sha, converted)
+                ConversionCache(self.loaded.data_dir / "converted", ready.cache).put(
+                    sha, ready.converted
+                )
                 indexed = (
-                    self._index_upload(corpus, shown)
+                    self._index_upload(ready.corpus, shown)
                     if (up.auto_index if index is None else index)
                     else None
                 )
@@ -561,13 +618,13 @@ class Service:
             fsync_dir(target.parent)
             raise DiskFullError(exc.folder, quota=exc.quota, note=f"{shown} was not kept") from None
         return UploadOut(
-            corpus=corpus,
-            doc_id=rel,
+            corpus=ready.corpus,
+            doc_id=ready.rel,
             bytes=len(data),
             sha256=sha,
             replaced=replaced,
-            format=converted.format,
-            warnings=list(converted.warnings),
+            format=ready.converted.format,
+            warnings=list(ready.converted.warnings),
             indexed=indexed,
         )
 
