@@ -60,6 +60,15 @@ class TooLargeError(ConversionError):
     unread, and a folder sync counts it as skipped ("too big"), not failed."""
 
 
+class ConversionTimeoutError(ConversionError):
+    """A conversion ran past its time budget (``limits.convert_timeout_seconds``): the file
+    is left unread, and a folder sync counts it as skipped ("too slow"), not failed."""
+
+
+class AbandonedError(GuaipecaError):
+    """The client left before its work was accepted: the work stopped, nothing was written."""
+
+
 class BackendUnavailableError(GuaipecaError):
     """The storage server cannot be reached (down, timed out, refused): retry later."""
 

@@ -36,6 +36,7 @@ from guaipeca.convert import (
 )
 from guaipeca.errors import (
     ConversionError,
+    ConversionTimeoutError,
     GuaipecaError,
     InvalidArgumentError,
     NoTextError,
@@ -81,7 +82,8 @@ NO_TEXT = "no text to index"
 TOO_BIG = "too big"
 NO_OCR = "image without OCR"
 NEVER_READ = "never read"
-SKIP_KINDS = (UNSUPPORTED, NO_TEXT, TOO_BIG, NO_OCR, NEVER_READ)
+TOO_SLOW = "too slow"
+SKIP_KINDS = (UNSUPPORTED, NO_TEXT, TOO_BIG, NO_OCR, NEVER_READ, TOO_SLOW)
 
 
 @dataclass
@@ -338,6 +340,8 @@ def _convert_path(
         return _Refused(str(exc), NO_TEXT)
     except TooLargeError as exc:
         return _Refused(str(exc), TOO_BIG)
+    except ConversionTimeoutError as exc:  # limits.convert_timeout_seconds
+        return _Refused(str(exc), TOO_SLOW)
     except ConversionError as exc:
         return _Refused(str(exc))
     except OSError as exc:

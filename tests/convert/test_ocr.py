@@ -12,6 +12,8 @@ import collections
 import logging
 import os
 import re
+import threading
+import time
 from functools import cache
 from pathlib import Path
 
@@ -20,9 +22,15 @@ import pytest
 from guaipeca import Index
 from guaipeca.convert import NO_OCR_FOR_IMAGES, FileLimits, OcrOptions, convert_bytes
 from guaipeca.convert.ocr import MIN_OCR_DPI, installed_languages, render_dpi, tesseract_language
-from guaipeca.errors import ConversionError, InvalidArgumentError
+from guaipeca.errors import (
+    AbandonedError,
+    ConversionError,
+    ConversionTimeoutError,
+    InvalidArgumentError,
+)
 from guaipeca.ingest import NO_OCR, sync_folder
 from support import SHARED_DATA, CountingEmbedder
+from support.images import speckle_pdf
 
 pymupdf = pytest.importorskip("pymupdf")
 
@@ -325,3 +333,33 @@ def test_without_tesseract_on_the_path_ocr_is_off_with_a_one_line_note(tmp_path:
         "an image is read with OCR, which is off or not installed (Debian: apt install "
         "tesseract-ocr tesseract-ocr-eng)",
     ]
+
+
+# -- issue 29, 2: a time budget per file and per page -------------------------------------
+def test_a_scan_over_the_file_budget_is_refused_naming_the_setting() -> None:
+    """OCR stops at the budget (Tesseract gets only the time left), not after every page."""
+    scan = speckle_pdf(6)  # about 30 s of OCR at 300 dpi on an idle core
+    started = time.perf_counter()
+    with pytest.raises(ConversionTimeoutError) as caught:
+        convert_bytes(scan, ".pdf", ocr=ON, limits=FileLimits(convert_timeout_seconds=1))
+    assert time.perf_counter() - started < 10
+    assert str(caught.value) == (
+        "conversion took longer than limits.convert_timeout_seconds (1 s); the file was not read"
+    )
+
+
+def test_pages_over_the_page_budget_are_left_unread_naming_the_setting() -> None:
+    scan = speckle_pdf(2)
+    with pytest.raises(ConversionTimeoutError) as caught:
+        convert_bytes(scan, ".pdf", ocr=OcrOptions(enabled=True, page_timeout_seconds=0.2))
+    assert str(caught.value) == (
+        "no text layer, and pages 1-2 were not read with OCR: Tesseract took longer than "
+        "ocr.page_timeout_seconds (0.2 s)"
+    )
+
+
+def test_a_cancelled_conversion_stops_at_its_next_page() -> None:
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(AbandonedError):
+        convert_bytes(speckle_pdf(3), ".pdf", ocr=ON, cancel=cancel)

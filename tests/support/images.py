@@ -117,3 +117,24 @@ def with_entry(office: bytes, name: str, data: bytes) -> bytes:
                 dst.writestr(info, src.read(info))
         dst.writestr(name, data)
     return out.getvalue()
+
+
+def speckle_pdf(pages: int, *, side: int = 600, seed: int = 1) -> bytes:
+    """A scan with no text layer: ``pages`` A4 pages of random black-and-white speckle
+    (the issue's 100-page attack PDF in small). Tesseract spends about 5 s a page on it at
+    300 dpi, and finds only noise."""
+    import random
+
+    import pymupdf
+
+    rng = random.Random(seed)
+    black_or_white = bytes(0 if b < 128 else 255 for b in range(256))
+    doc = pymupdf.open()
+    for _ in range(pages):
+        page = doc.new_page(width=595, height=842)
+        noise = rng.randbytes(side * side).translate(black_or_white)
+        pixmap = pymupdf.Pixmap(pymupdf.csGRAY, side, side, noise, False)
+        page.insert_image(page.rect, pixmap=pixmap)
+    data: bytes = doc.tobytes(deflate=True)
+    doc.close()
+    return data

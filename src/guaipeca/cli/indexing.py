@@ -35,7 +35,7 @@ from guaipeca.config import (
     check_corpus_paths,
     did_you_mean,
 )
-from guaipeca.errors import GuaipecaError, IndexLockedError
+from guaipeca.errors import BackendUnavailableError, GuaipecaError, IndexLockedError, ModelError
 
 if TYPE_CHECKING:
     from guaipeca.cli.corpora import Target
@@ -364,9 +364,12 @@ def _two_phases(
     finally:
         keyword_done.set()
         helper.join()
-    if failed:
-        raise failed[0]
-    embed_round()
+    try:
+        if failed:
+            raise failed[0]
+        embed_round()
+    except GuaipecaError as exc:
+        raise _vectors_pending(idx, name, exc) from exc
     with lock:
         vectors.update(embedded[1], embedded[1])
     vectors.finish()
@@ -374,6 +377,20 @@ def _two_phases(
     report.chunks_pending = 0
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _vectors_pending(idx: Index, name: str, exc: GuaipecaError) -> GuaipecaError:
+    """The embedding phase failed (a slow or absent embedding server): the corpus is
+    committed for keyword search and its vectors wait in the catalog; the next run
+    resumes them. One line saying so, after the cause."""
+    stats = next((c for c in idx.stats().corpora if c.name == name), None)
+    waiting = stats.pending_chunks if stats is not None else 0
+    if not waiting or not isinstance(exc, ModelError | BackendUnavailableError):
+        return exc  # a full disk, a lock: its own message says what to do
+    return type(exc)(
+        f"{exc}; corpus {name!r} is searchable by keyword, and {waiting:,} chunks wait for "
+        "vectors; run `guaipeca index` again"
+    )
 
 
 def _wait(stop: threading.Event, seconds: float) -> bool:

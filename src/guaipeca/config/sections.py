@@ -225,6 +225,9 @@ class OcrSettings(FrozenModel):
         100, ge=0, le=100_000, description="most pages read with OCR per file (0: none)"
     )
     dpi: int = Field(300, ge=72, le=1200, description="resolution pages are rendered at for OCR")
+    page_timeout_seconds: float = Field(
+        60.0, gt=0, le=3600, description="seconds Tesseract may take on one page (then unread)"
+    )
 
 
 class UploadSettings(FrozenModel):
@@ -236,6 +239,13 @@ class UploadSettings(FrozenModel):
         default_factory=lambda: list(SUPPORTED_EXTENSIONS), description="file types accepted"
     )
     auto_index: bool = Field(True, description="index an uploaded file right away")
+    answer_seconds: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="an upload not done by then is answered 202 with a job to follow "
+        "(GET /jobs/{id})",
+    )
 
     @field_validator("allowed_extensions")
     @classmethod
@@ -330,4 +340,11 @@ class LimitsSettings(FrozenModel):
         le=1_000_000_000,
         description="pixels of one image: a larger one is refused unread; OCR renders pages "
         "within it",
+    )
+    convert_timeout_seconds: float = Field(
+        120.0,
+        gt=0,
+        le=86_400,
+        description="seconds one file's conversion may take, OCR included; a slower file is "
+        "skipped",
     )

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from guaipeca.config import SUPPORTED_EXTENSIONS
+from guaipeca.convert._budget import DEFAULT_CONVERT_TIMEOUT_SECONDS, check_budget, time_budget
 from guaipeca.convert._limits import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_IMAGE_PIXELS,
@@ -29,9 +31,10 @@ from guaipeca.convert._limits import (
     format_size,
 )
 from guaipeca.convert.ocr import IMAGE_EXTENSIONS, OcrOptions
-from guaipeca.errors import ConversionError, NoTextError
+from guaipeca.errors import AbandonedError, ConversionError, NoTextError
 
 __all__ = [
+    "DEFAULT_CONVERT_TIMEOUT_SECONDS",
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_IMAGE_PIXELS",
     "IMAGE_EXTENSIONS",
@@ -163,6 +166,7 @@ def convert_bytes(
     max_bytes: int = DEFAULT_MAX_BYTES,
     limits: FileLimits | None = None,
     ocr: OcrOptions | None = None,
+    cancel: threading.Event | None = None,
 ) -> Converted:
     """Convert ``data`` as a file of type ``extension`` (".docx", "docx", ".PDF", ...).
 
@@ -172,8 +176,12 @@ def convert_bytes(
     header); default :class:`FileLimits`.
 
     ``name`` is the file name shown in messages of converters that use one (PDF). ``ocr``
-    says how to read scanned pages and images (None: OCR "auto", in English).
+    says how to read scanned pages and images (None: OCR "auto", in English). The
+    conversion stops between pages, rows or slides once ``limits.convert_timeout_seconds``
+    have passed or ``cancel`` is set (Tesseract gets at most the time left).
     Raises:
+        ConversionTimeoutError: the time budget ran out (a ConversionError).
+        AbandonedError: ``cancel`` was set.
         ConversionError: unsupported extension, over ``max_bytes``, empty, or content that
             cannot be converted: binary "text", a broken or bomb-like Office zip, an image
             over ``limits.max_image_pixels`` or without OCR,
@@ -183,7 +191,7 @@ def convert_bytes(
     ext = _normalise_extension(extension)
     if len(data) > max_bytes:
         raise _too_large(len(data), max_bytes)
-    return _convert(bytes(data), ext, name, limits or FileLimits(), ocr)
+    return _convert(bytes(data), ext, name, limits or FileLimits(), ocr, cancel)
 
 
 def _convert(
@@ -192,13 +200,17 @@ def _convert(
     name: str,
     limits: FileLimits | None = None,
     ocr: OcrOptions | None = None,
+    cancel: threading.Event | None = None,
 ) -> Converted:
     if not data:
         raise NoTextError("empty file")
     limits = limits or FileLimits()
     try:
-        return _cut(_dispatch(data, ext, name, limits, ocr or OcrOptions()), limits.max_chars)
-    except ConversionError:
+        with time_budget(limits.convert_timeout_seconds, cancel):
+            converted = _dispatch(data, ext, name, limits, ocr or OcrOptions())
+            check_budget()  # a converter with no step to stop at: late is still too late
+        return _cut(converted, limits.max_chars)
+    except (ConversionError, AbandonedError):
         raise
     except Exception as exc:
         detail = first_line(str(exc))

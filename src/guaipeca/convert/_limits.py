@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from guaipeca.convert._budget import DEFAULT_CONVERT_TIMEOUT_SECONDS
 from guaipeca.errors import ConversionError, TooLargeError
 
 __all__ = [
@@ -62,6 +63,10 @@ class FileLimits:
     """Pixels of one image: an image file's frame or an image on a page OCR reads is
     refused above it (checked from the header, before decoding); a page rendered for OCR is
     rendered at a lower dpi to stay under it."""
+
+    convert_timeout_seconds: float = DEFAULT_CONVERT_TIMEOUT_SECONDS
+    """Seconds one file's conversion may take (OCR included): a file not converted by then
+    is refused, naming the setting."""
 
 
 MAX_MESSAGE_CHARS = 120

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from guaipeca.config import OcrSettings
 
 __all__ = [
+    "DEFAULT_PAGE_TIMEOUT_SECONDS",
     "IMAGE_EXTENSIONS",
     "MIN_OCR_DPI",
     "OcrOptions",
@@ -45,6 +46,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: Default of ``ocr.page_timeout_seconds``: a page Tesseract has not read in this long is
+#: left unread (a warning names it). An A4 page of text takes 2-10 s on one busy core.
+DEFAULT_PAGE_TIMEOUT_SECONDS = 60.0
 
 #: Image file types read with OCR (lowercase, with the dot).
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".tif", ".tiff")
@@ -137,23 +142,36 @@ def installed_languages() -> frozenset[str]:
 @dataclass(frozen=True, slots=True)
 class OcrOptions:
     """How to OCR: ``enabled`` ("auto" = when Tesseract's data is installed), the corpus
-    ``language`` (Snowball name or ISO code), ``max_pages`` per file and ``dpi``."""
+    ``language`` (Snowball name or ISO code), ``max_pages`` per file, ``dpi`` and
+    ``page_timeout_seconds`` (a page Tesseract has not read by then is left unread, with a
+    warning)."""
 
     enabled: bool | Literal["auto"] = "auto"
     language: str | None = None
     max_pages: int = 100
     dpi: int = 300
+    page_timeout_seconds: float = DEFAULT_PAGE_TIMEOUT_SECONDS
 
     @classmethod
     def from_settings(cls, settings: OcrSettings, language: str | None) -> OcrOptions:
         """The config file's ``ocr`` section, for a corpus in ``language``."""
-        return cls(settings.enabled, language, settings.max_pages, settings.dpi)
+        return cls(
+            settings.enabled,
+            language,
+            settings.max_pages,
+            settings.dpi,
+            settings.page_timeout_seconds,
+        )
 
     def __post_init__(self) -> None:
         if self.max_pages < 0:
             raise InvalidArgumentError(f"ocr max_pages must be 0 or more, got {self.max_pages}")
         if not 72 <= self.dpi <= 1200:
             raise InvalidArgumentError(f"ocr dpi must be between 72 and 1200, got {self.dpi}")
+        if not self.page_timeout_seconds > 0:
+            raise InvalidArgumentError(
+                f"ocr page_timeout_seconds must be above 0, got {self.page_timeout_seconds}"
+            )
 
     def engine(self) -> str | None:
         """The Tesseract language code to read with when OCR is on and can run, else None.
@@ -189,10 +207,6 @@ def _warn_missing(code: str, fallback: str | None) -> None:
     )
 
 
-# A page Tesseract cannot read in this long is left unread (a warning names it).
-_PAGE_TIMEOUT_SECONDS = 300
-
-
 #: Lowest resolution a page is rendered at for OCR; a page that would need less to stay
 #: within ``limits.max_image_pixels`` is not read (nothing on it would be legible).
 MIN_OCR_DPI = 20
@@ -221,9 +235,10 @@ def render_dpi(page: Any, dpi: int, max_pixels: int) -> tuple[int, str | None]:
     return dpi, None
 
 
-def ocr_page(page: Any, language: str, dpi: int) -> Any:
+def ocr_page(page: Any, language: str, dpi: int, timeout: float) -> Any:
     """A one-page PyMuPDF document whose text layer is Tesseract's reading of ``page``,
-    rendered at ``dpi`` (see :func:`render_dpi` for a resolution within the pixel limit).
+    rendered at ``dpi`` (see :func:`render_dpi` for a resolution within the pixel limit);
+    Tesseract is killed after ``timeout`` seconds.
 
     Rendered in grey, which is what Tesseract reads anyway: a third of the memory of RGB
     here, and less than half of Tesseract's own peak. Raises:
@@ -241,7 +256,7 @@ def ocr_page(page: Any, language: str, dpi: int) -> Any:
         lang=language,
         extension="pdf",
         config=f"--dpi {dpi} -c textonly_pdf=1",  # the text layer alone: no image copy
-        timeout=_PAGE_TIMEOUT_SECONDS,
+        timeout=timeout,
     )
     return fitz.open(stream=pdf, filetype="pdf")
 

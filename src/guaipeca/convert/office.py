@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
+from guaipeca.convert._budget import check_budget
 from guaipeca.convert._limits import (
     ZIP_MAX_ENTRIES,
     captured_warnings,
@@ -531,6 +532,8 @@ def convert_xlsx(
                 block: list[list[str]] = []
                 stopped = False
                 for n, values in enumerate(ws.iter_rows(values_only=True), start=1):
+                    if n % 1024 == 0:
+                        check_budget()  # the file's time budget
                     scanned += max(1, len(values))
                     if scanned > max_cells:
                         warned.append(

@@ -12,8 +12,10 @@ import re
 import secrets
 import unicodedata
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+from guaipeca.convert import Converted
 from guaipeca.errors import InvalidArgumentError
 from guaipeca.types import MAX_DOC_ID_CHARS
 
@@ -21,6 +23,7 @@ __all__ = [
     "MAX_NAME_BYTES",
     "MAX_PATH_BYTES",
     "MAX_SUBFOLDER_DEPTH",
+    "PreparedUpload",
     "check_name",
     "check_subfolder",
     "check_upload",
@@ -272,3 +275,17 @@ def write_upload(
             f"the path is too long for the file system: at most {MAX_NAME_BYTES} bytes per "
             f"name and {MAX_PATH_BYTES} bytes in all (got {str(target.name)!r:.60})"
         ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedUpload:
+    """An upload checked and converted, not yet written (``Service.prepare_upload``)."""
+
+    corpus: str
+    rel: str  # its path in the corpus folder: the document id
+    target: Path
+    shown: str  # how messages name it
+    data: bytes
+    overwrite: bool
+    converted: Converted
+    cache: str  # the conversion cache's key for its OCR options

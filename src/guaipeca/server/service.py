@@ -14,12 +14,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from guaipeca import __version__
 from guaipeca.config import CorpusSettings, LoadedSettings, Settings, audit_path, did_you_mean
 from guaipeca.convert import FileLimits, OcrOptions, convert_bytes
-from guaipeca.embed import identity_of
 from guaipeca.errors import (
-    BackendUnavailableError,
     ConversionError,
     DiskFullError,
     GuaipecaError,
@@ -35,6 +32,7 @@ from guaipeca.progress import RoundLog
 from guaipeca.server.access import AccessPolicy
 from guaipeca.server.audit import AuditLog
 from guaipeca.server.files import (
+    PreparedUpload,
     check_name,
     check_subfolder,
     check_upload,
@@ -45,34 +43,30 @@ from guaipeca.server.files import (
 )
 from guaipeca.server.guard import CorpusGuard
 from guaipeca.server.idle import ToolCalls
+from guaipeca.server.jobs import Jobs
 from guaipeca.server.limits import TokenBucket
 from guaipeca.server.schema import (
-    BrokenCorpus,
     ChunkOut,
-    CorpusStatus,
     DeleteOut,
     FileProblem,
-    FolderOut,
-    FoldersOut,
     HitOut,
-    IndexingState,
     IndexSummary,
-    StatusOut,
-    UploadLimits,
     UploadOut,
     chunk_out,
     hit_out,
 )
-from guaipeca.server.writes import WriteQueue, current_caller
+from guaipeca.server.writes import ConversionSlots, WriteQueue, current_caller
 from guaipeca.types import Chunk, Hit, IndexStats
 
-__all__ = ["WRITER_WAIT_SECONDS", "Service"]
+__all__ = ["CONVERSIONS_AT_ONCE", "WRITER_WAIT_SECONDS", "Service"]
 
 log = logging.getLogger("guaipeca.server")
 
 #: How long a write waits for another process that writes the same corpus (a CLI
 #: ``guaipeca index``) before it fails, naming that process.
 WRITER_WAIT_SECONDS = 60.0
+#: Uploads converting at once (one per caller): OCR takes a core and up to ~300 MB each.
+CONVERSIONS_AT_ONCE = 2
 # After a write failed on a full disk, /health says "degraded" until a write succeeds or
 # this much more space is free than when it failed.
 _FREED_BYTES = 1 << 20
@@ -104,6 +98,10 @@ class Service:
         self.writes = WriteQueue(
             loaded.settings.server.max_queued_writes, loaded.settings.server.max_writes_per_caller
         )
+        #: Where uploads convert before they take their write turn (server/uploads.py).
+        self.conversions = ConversionSlots(CONVERSIONS_AT_ONCE)
+        #: Uploads answered 202 before their work was done (GET /jobs/{id}).
+        self.jobs = Jobs()
         self._corpora = {c.name: c for c in loaded.settings.corpora}
         audit = loaded.settings.audit
         #: Writes and denied requests (server/audit.py); who may do what (server/guard.py).
@@ -393,118 +391,17 @@ class Service:
             return None
         return message
 
+    @property
+    def configured(self) -> dict[str, CorpusSettings]:
+        """The configured corpora by name, in configuration order (a copy)."""
+        return dict(self._corpora)
+
     # -- reading -----------------------------------------------------------------------
     def chunk_out(self, chunk: Chunk) -> ChunkOut:
         return chunk_out(chunk, self.relative_path(chunk.corpus, chunk.source_path))
 
     def hit_out(self, hit: Hit) -> HitOut:
         return hit_out(hit, self.relative_path(hit.corpus, hit.source_path))
-
-    def status(self) -> StatusOut:
-        # A Qdrant server that is down is reported, not raised: status must keep answering.
-        down = self.index.backend_error
-        try:
-            stats = self.index.stats() if down is None else None
-        except BackendUnavailableError as exc:
-            down, stats = str(exc), None
-        if stats is None:
-            emb = self.index.embedder
-            stats = IndexStats(None, emb.name, emb.dimension, ())
-        stats = self.guard.stats(stats)  # under grants: the readable corpora only
-        by_name = {c.name: c for c in stats.corpora}
-        counted = self.searched(stats)  # the totals: a corpus left out is only listed
-        allowed = {n for n in self.settings.upload.allow if self.guard.rights.may_write(n)}
-        names = list(self._corpora) + [n for n in by_name if n not in self._corpora]
-        names = self.guard.readable(names) if self.guard.limited else names
-        corpora = []
-        for name in names:
-            conf = self._corpora.get(name)
-            st = by_name.get(name)
-            corpora.append(
-                CorpusStatus(
-                    name=name,
-                    topic=conf.topic if conf else "",
-                    language=st.language if st else (conf.language if conf else ""),
-                    weight=conf.weight if conf else 1.0,
-                    documents=st.documents if st else 0,
-                    chunks=st.chunks if st else 0,
-                    pending_chunks=st.pending_chunks if st else 0,
-                    pending_seconds=st.pending_seconds if st else 0.0,
-                    configured=conf is not None,
-                    indexed=st is not None,
-                    searched=conf is not None or self.loaded.source is None,
-                    upload_allowed=name in allowed,
-                    note=None
-                    if conf is not None or self.loaded.source is None
-                    else (
-                        f"not in the configuration, so not searched; drop it with "
-                        f"'guaipeca drop {name}'"
-                    ),
-                    model=st.model if st else identity_of(self.index.embedder_for(name)).describe(),
-                    model_mismatch=self.sanitise(st.model_mismatch)
-                    if st and st.model_mismatch
-                    else None,
-                )
-            )
-        running = self.indexing
-        if running and not self.guard.rights.may_read(running[0]):
-            running = None
-        return StatusOut(
-            version=__version__,
-            model=stats.model,
-            dimension=stats.dimension,
-            documents=counted.documents,
-            chunks=counted.chunks,
-            pending_chunks=counted.pending_chunks,
-            pending_seconds=counted.pending_seconds,
-            corpora=corpora,
-            broken=[
-                BrokenCorpus(name=n, reason=self.sanitise(r))
-                for n, r in self.index.broken_corpora.items()
-                if self.guard.rights.may_read(n)
-            ],
-            indexing=IndexingState(corpus=running[0], seconds=round(running[1], 3))
-            if running
-            else None,
-            backend=self.settings.storage.backend,
-            backend_error=self.sanitise(down) if down else None,
-        )
-
-    def folders(self) -> FoldersOut:
-        up = self.settings.upload
-        home = None
-        with contextlib.suppress(RuntimeError):
-            home = Path.home()
-        out = []
-        rights = self.guard.rights
-        for c in self.settings.corpora:
-            if not rights.may_read(c.name):
-                continue
-            shown = c.path
-            if home is not None and c.path.is_relative_to(home):
-                shown = Path("~") / c.path.relative_to(home)
-            out.append(
-                FolderOut(
-                    name=c.name,
-                    path=shown.as_posix(),
-                    exists=c.path.is_dir(),
-                    topic=c.topic,
-                    weight=c.weight,
-                    language=c.language,
-                    extensions=list(c.extensions),
-                    exclude=list(c.exclude),
-                    upload_allowed=c.name in up.allow and rights.may_write(c.name),
-                )
-            )
-        return FoldersOut(
-            folders=out,
-            upload=UploadLimits(
-                corpora=[n for n in up.allow if rights.may_write(n)],
-                max_file_size=up.max_file_size,
-                allowed_extensions=list(up.allowed_extensions),
-                auto_index=up.auto_index,
-            ),
-        )
 
     # -- writing files -----------------------------------------------------------------
     def writable_corpus(self, corpus: str) -> CorpusSettings:
@@ -556,25 +453,36 @@ class Service:
         index: bool | None = None,
     ) -> UploadOut:
         """Save a file into a corpus folder that accepts uploads, then index it if
-        ``index`` (None: ``upload.auto_index``). Nothing is written unless every check
-        passes and the file converts.
+        ``index`` (None: ``upload.auto_index``): :meth:`prepare_upload`, then
+        :meth:`store_upload`. Nothing is written unless every check passes and the file
+        converts.
 
         Raises:
             InvalidArgumentError: corpus not in ``upload.allow``, a bad name, extension or
                 size, the file exists (without ``overwrite``), or it does not convert.
         """
-        with self.audited(corpus):
-            return self._upload(corpus, filename, data, subfolder, overwrite, index)
+        ready = self.prepare_upload(
+            corpus, filename, data, subfolder=subfolder, overwrite=overwrite
+        )
+        return self.store_upload(ready, index=index)
 
-    def _upload(
+    def prepare_upload(
         self,
         corpus: str,
         filename: str,
         data: bytes,
-        subfolder: str | None,
-        overwrite: bool,
-        index: bool | None,
-    ) -> UploadOut:
+        *,
+        subfolder: str | None = None,
+        overwrite: bool = False,
+        cancel: threading.Event | None = None,
+    ) -> PreparedUpload:
+        """Check an upload and convert it, writing nothing: the slow part, run outside the
+        write turn, within ``limits.convert_timeout_seconds``, stopped when ``cancel`` is set.
+
+        Raises:
+            InvalidArgumentError: as :meth:`upload`; a conversion over its time budget too.
+            AbandonedError: ``cancel`` was set.
+        """
         conf = self.writable_corpus(corpus)
         up, ocr = self.settings.upload, OcrOptions.from_settings(self.settings.ocr, conf.language)
         name = check_name(filename)
@@ -587,31 +495,61 @@ class Service:
         target = root.joinpath(*parts, name)
         self._inside(corpus, root, target.parent)
         shown = f"{rel!r:.300} in corpus {corpus!r}"
-        same = existing_is_same(target, data, overwrite=overwrite, shown=shown)
+        existing_is_same(target, data, overwrite=overwrite, shown=shown)  # refused early
+        limits = FileLimits(**self.settings.limits.model_dump())
         try:
-            converted = convert_bytes(data, ext, name=name, max_bytes=up.max_file_size, ocr=ocr)
+            converted = convert_bytes(
+                data,
+                ext,
+                name=name,
+                max_bytes=up.max_file_size,
+                limits=limits,
+                ocr=ocr,
+                cancel=cancel,
+            )
         except ConversionError as exc:
             raise InvalidArgumentError(
                 f"{name!r} cannot be read as a {ext} file: {exc}; nothing was written"
             ) from None
+        return PreparedUpload(
+            corpus, rel, target, shown, data, overwrite, converted, cache_key(ocr)
+        )
+
+    def store_upload(self, ready: PreparedUpload, *, index: bool | None = None) -> UploadOut:
+        """Write a prepared upload into its corpus folder and index it (the short part, in
+        the write turn). A new file that cannot be indexed for a full disk is removed.
+
+        Raises:
+            InvalidArgumentError: the file appeared meanwhile (without ``overwrite``).
+            DiskFullError: no room to write or index it.
+        """
+        with self.audited(ready.corpus):
+            return self._store_upload(ready, index)
+
+    def _store_upload(self, ready: PreparedUpload, index: bool | None) -> UploadOut:
+        up, target, shown, data = self.settings.upload, ready.target, ready.shown, ready.data
+        root = self.corpus_root(ready.corpus)
+        # Checked again: another upload of that name may have landed while this converted.
+        same = existing_is_same(target, data, overwrite=ready.overwrite, shown=shown)
         sha = hashlib.sha256(data).hexdigest()
         # The folder is checked again once made: one swapped for a link meanwhile.
-        inside = functools.partial(self._inside, corpus, root)
+        inside = functools.partial(self._inside, ready.corpus, root)
         new = not same and not os.path.lexists(target)
         with self.watching_disk(root):
             replaced = (
                 False
                 if same
-                else write_upload(target, data, overwrite=overwrite, shown=shown, made=inside)
+                else write_upload(target, data, overwrite=ready.overwrite, shown=shown, made=inside)
             )
-        log.info("upload: wrote %s (%d bytes) into corpus %s", rel, len(data), corpus)
+        log.info("upload: wrote %s (%d bytes) into corpus %s", ready.rel, len(data), ready.corpus)
         try:
             with self.watching_disk(self.loaded.data_dir):
                 # Keep the conversion, so the indexing run below need not convert again.
-                cache = ConversionCache(self.loaded.data_dir / "converted", cache_key(ocr))
-                cache.put(sha, converted)
+                ConversionCache(self.loaded.data_dir / "converted", ready.cache).put(
+                    sha, ready.converted
+                )
                 indexed = (
-                    self._index_upload(corpus, shown)
+                    self._index_upload(ready.corpus, shown)
                     if (up.auto_index if index is None else index)
                     else None
                 )
@@ -623,13 +561,13 @@ class Service:
             fsync_dir(target.parent)
             raise DiskFullError(exc.folder, quota=exc.quota, note=f"{shown} was not kept") from None
         return UploadOut(
-            corpus=corpus,
-            doc_id=rel,
+            corpus=ready.corpus,
+            doc_id=ready.rel,
             bytes=len(data),
             sha256=sha,
             replaced=replaced,
-            format=converted.format,
-            warnings=list(converted.warnings),
+            format=ready.converted.format,
+            warnings=list(ready.converted.warnings),
             indexed=indexed,
         )
 

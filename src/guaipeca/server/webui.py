@@ -9,7 +9,9 @@
   gate and error sanitising as ``/mcp``, behind the same auth: nothing the caller could
   not do over MCP already.
 - ``PUT /api/upload?corpus=&filename=[&subfolder=][&overwrite=true]``: the file's raw
-  bytes as the body (no base64), then the same checks as the ``upload`` tool.
+  bytes as the body (no base64), then the same checks as the ``upload`` tool; converted
+  outside the write turn, answered 202 with a job when not done within
+  ``upload.answer_seconds`` (``GET /jobs/{id}``: server/uploads.py).
 - ``GET /api/me``: who is signed in (the identity the credential proved, or none) and
   the corpora it may read and write, so the page can say so.
 - ``POST /api/render``: Markdown the page already fetched (a document, snippets) as
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from importlib import resources
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -40,15 +43,14 @@ from starlette.routing import BaseRoute, Route
 
 from guaipeca.errors import (
     DISK_FULL_HINT,
-    DiskFullError,
     GuaipecaError,
     NotFoundError,
-    StoppedError,
-    WriteQueueFullError,
 )
 from guaipeca.server.asgi import error_response, principal_of
+from guaipeca.server.files import PreparedUpload
 from guaipeca.server.limits import json_body
 from guaipeca.server.service import Service
+from guaipeca.server.uploads import answer_upload, convert_then_store, job_routes
 from guaipeca.server.webrender import MAX_RENDER_CHARS, render_markdown
 from guaipeca.server.writes import WRITE_TOOLS, current_caller
 
@@ -259,25 +261,17 @@ class _WebApi:
         data = await _limited_body(request, limit)
         if data is None:
             return error_response(413, f"the file is larger than upload.max_file_size ({limit})")
-        save = functools.partial(
-            service.upload,
-            corpus,
-            filename,
-            data,
-            subfolder=query.get("subfolder") or None,
-            overwrite=query.get("overwrite", "").lower() in _TRUE,
-        )
-        try:
-            out = await service.writes.run(save)
-        except WriteQueueFullError as exc:
-            return error_response(429, str(exc), {"Retry-After": str(exc.retry_after)})
-        except StoppedError as exc:
-            return error_response(503, service.sanitise(str(exc)))
-        except DiskFullError as exc:
-            return error_response(507, service.sanitise(str(exc)))
-        except GuaipecaError as exc:
-            return error_response(400, service.sanitise(str(exc)))
-        return JSONResponse(out.model_dump(mode="json"))
+        subfolder = query.get("subfolder") or None
+        overwrite = query.get("overwrite", "").lower() in _TRUE
+
+        def prepare(cancel: threading.Event) -> PreparedUpload:
+            return service.prepare_upload(
+                corpus, filename, data, subfolder=subfolder, overwrite=overwrite, cancel=cancel
+            )
+
+        cancel = threading.Event()
+        work = convert_then_store(service, prepare, index=None, cancel=cancel)
+        return await answer_upload(request, service, work)
 
 
 def web_routes(service: Service, server: MCPServer[Any]) -> list[BaseRoute]:
@@ -290,4 +284,5 @@ def web_routes(service: Service, server: MCPServer[Any]) -> list[BaseRoute]:
         Route("/api/upload", endpoint=api.upload, methods=["PUT"]),
         Route("/api/render", endpoint=api.render, methods=["POST"]),
         Route("/api/me", endpoint=api.me, methods=["GET"]),
+        *job_routes(service),
     ]

@@ -14,12 +14,13 @@ request that opened it, and sessions are bound to their identity.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Final, TypeVar
 
 import anyio
@@ -27,7 +28,14 @@ import anyio.to_thread
 
 from guaipeca.errors import StoppedError, WriteQueueFullError
 
-__all__ = ["STDIO", "WRITE_TOOLS", "WriteQueue", "caller", "current_caller"]
+__all__ = [
+    "STDIO",
+    "WRITE_TOOLS",
+    "ConversionSlots",
+    "WriteQueue",
+    "caller",
+    "current_caller",
+]
 
 T = TypeVar("T")
 
@@ -87,12 +95,15 @@ class WriteQueue:
             return None
         return WriteQueueFullError(f"too many writes: {reason}", self.retry_after())
 
-    async def run(self, fn: Callable[[], T], who: str | None = None) -> T:
-        """``fn()`` in a worker thread once every earlier write is done.
+    @contextlib.asynccontextmanager
+    async def admitted(self, who: str | None = None) -> AsyncIterator[str]:
+        """A place in the queue for ``who`` (default: the current caller), counted against
+        the bounds while the block runs: an upload holds it while it converts, outside the
+        write turn, and takes the turn (:meth:`locked`) only to store.
 
         Raises:
-            WriteQueueFullError: the queue is full for ``who`` (default: the current caller).
-            Exception: whatever ``fn`` raised.
+            StoppedError: the server is shutting down.
+            WriteQueueFullError: the queue is full for ``who``.
         """
         who = who if who is not None else current_caller()
         if self.stopping.is_set():
@@ -101,6 +112,23 @@ class WriteQueue:
         if refused is not None:
             raise refused
         self._by_caller[who] = self._by_caller.get(who, 0) + 1
+        try:
+            yield who
+        finally:
+            left = self._by_caller[who] - 1
+            if left:
+                self._by_caller[who] = left
+            else:
+                del self._by_caller[who]
+
+    async def locked(self, fn: Callable[[], T]) -> T:
+        """``fn()`` in a worker thread once every earlier write is done (the caller holds a
+        place: :meth:`admitted`).
+
+        Raises:
+            StoppedError: the server began shutting down while it waited.
+            Exception: whatever ``fn`` raised.
+        """
 
         def timed() -> T:
             if self.stopping.is_set():  # queued before the shutdown: never started
@@ -113,14 +141,42 @@ class WriteQueue:
                 self.running -= 1
                 self._recent.append(time.monotonic() - started)
 
+        # The limiter is taken on the event loop, so a queued write holds no thread, and a
+        # cancelled wait leaves nothing behind; a write that started is not abandoned on
+        # cancel: it finishes (and is committed) even when its client has gone.
+        return await anyio.to_thread.run_sync(timed, limiter=self._limiter)
+
+    async def run(self, fn: Callable[[], T], who: str | None = None) -> T:
+        """``fn()`` in a worker thread once every earlier write is done.
+
+        Raises:
+            WriteQueueFullError: the queue is full for ``who`` (default: the current caller).
+            Exception: whatever ``fn`` raised.
+        """
+        async with self.admitted(who):
+            return await self.locked(fn)
+
+
+class ConversionSlots:
+    """Where uploads convert, outside the write turn: at most ``total`` at once, and one
+    per caller, so one identity's slow scans never hold every slot. Used from the event
+    loop only."""
+
+    def __init__(self, total: int) -> None:
+        self._limiter = anyio.CapacityLimiter(total)
+        self._mine: dict[str, tuple[anyio.Lock, int]] = {}
+
+    @contextlib.asynccontextmanager
+    async def slot(self, who: str) -> AsyncIterator[None]:
+        """Hold the caller's slot, then one of the shared ones (waits)."""
+        lock, users = self._mine.get(who, (anyio.Lock(), 0))
+        self._mine[who] = (lock, users + 1)
         try:
-            # The limiter is taken on the event loop, so a queued write holds no thread; a
-            # write that started is not abandoned on cancel: it finishes (and is committed)
-            # even when its client has gone.
-            return await anyio.to_thread.run_sync(timed, limiter=self._limiter)
+            async with lock, self._limiter:
+                yield
         finally:
-            left = self._by_caller[who] - 1
-            if left:
-                self._by_caller[who] = left
+            lock, users = self._mine[who]
+            if users > 1:
+                self._mine[who] = (lock, users - 1)
             else:
-                del self._by_caller[who]
+                del self._mine[who]

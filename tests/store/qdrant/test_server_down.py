@@ -14,6 +14,7 @@ from guaipeca.config import LoadedSettings, parse_settings
 from guaipeca.embed import HashingEmbedder
 from guaipeca.server import Service
 from guaipeca.server.http import build_app
+from guaipeca.server.overview import status_of
 from guaipeca.store.backends import open_backend
 from support.http import LiveServer
 
@@ -48,7 +49,7 @@ def test_status_and_health_report_a_down_backend(tmp_path: Path) -> None:
     )
     assert index.corpora == [] and index.backend_error is not None
     service = Service(index, loaded)
-    status = service.status()
+    status = status_of(service)
     assert status.backend == "qdrant"
     assert status.backend_error is not None and "is not answering" in status.backend_error
     assert [c.name for c in status.corpora] == ["docs"] and not status.corpora[0].indexed
@@ -84,7 +85,7 @@ def test_health_reports_an_up_backend(tmp_path: Path) -> None:
     )
     service = Service(index, loaded)
     service.reindex("docs")
-    assert service.status().backend_error is None
+    assert status_of(service).backend_error is None
     with (
         LiveServer(lambda port: build_app(service, host="127.0.0.1", port=port)) as live,
         httpx2.Client(base_url=live.url, timeout=30) as client,

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from guaipeca.convert._budget import check_budget
 from guaipeca.convert._limits import DEFAULT_MAX_IMAGE_PIXELS
 from guaipeca.convert.ocr import OcrOptions
 from guaipeca.convert.pdf._images import inline_image_problem
@@ -141,6 +142,7 @@ def _read_page(
     """Page ``where[1]`` (0-based) of the file ``where[0]``, read; a page showing an inline
     image over the pixel limit is skipped unread (interpreting it decodes the image)."""
     name, pno = where
+    check_budget()  # the file's time budget, between pages
     try:
         page = doc.load_page(pno)
         problem = inline_image_problem(doc, page, max_image_pixels)

@@ -14,10 +14,11 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from guaipeca.convert._budget import budget_left, check_budget
 from guaipeca.convert.ocr import OcrOptions, ocr_page, render_dpi
 from guaipeca.convert.pdf._images import image_problem
 from guaipeca.convert.pdf._pages import Page, extract_page, mark_running
-from guaipeca.errors import ConversionError, NoTextError, TooLargeError
+from guaipeca.errors import ConversionError, ConversionTimeoutError, NoTextError, TooLargeError
 
 # The converter's one logger name, as before it was split into modules.
 log = logging.getLogger("guaipeca.convert.pdf")
@@ -83,10 +84,12 @@ def ocr_pass(
     if ocr is None or language is None or not scanned:
         return []
     done: list[int] = []
+    slow: list[int] = []
     for n, i in enumerate(scanned):
         if n >= ocr.max_pages:
             pages[i].over_budget = True
             continue
+        check_budget()  # the file's time budget, between pages
         try:
             page = doc.load_page(i)
             problem = image_problem(page, max_pixels)
@@ -100,11 +103,19 @@ def ocr_pass(
                 continue
             if dpi < ocr.dpi:
                 log.debug("page %d: OCR at %d dpi (limits.max_image_pixels)", i + 1, dpi)
-            read_doc = ocr_page(page, language, dpi)
+            read_doc = ocr_page(page, language, dpi, budget_left(ocr.page_timeout_seconds))
             try:
                 read = extract_page(fitz, read_doc.load_page(0), *counters, i + 1, ocr=True)
             finally:
                 read_doc.close()
+        except RuntimeError as exc:
+            if "timeout" not in str(exc).lower():
+                log.warning("page %d: OCR failed", i + 1, exc_info=True)
+                continue
+            check_budget()  # the file's budget ran out while Tesseract read the page
+            pages[i].over_budget = True  # reported below, not as "OCR found no text"
+            slow.append(i + 1)
+            continue
         except Exception:
             log.warning("page %d: OCR failed", i + 1, exc_info=True)
             continue
@@ -120,6 +131,16 @@ def ocr_pass(
             f"{'were' if many else 'was'} not read with OCR: over the budget of "
             f"{ocr.max_pages} page{'s' if ocr.max_pages != 1 else ''} per file (ocr.max_pages)"
         )
+    if slow:
+        many = len(slow) > 1
+        why = (
+            f"{'pages' if many else 'page'} {_page_list(slow)} "
+            f"{'were' if many else 'was'} not read with OCR: Tesseract took longer than "
+            f"ocr.page_timeout_seconds ({ocr.page_timeout_seconds:g} s)"
+        )
+        if not any(p.state == "text" for p in pages):
+            raise ConversionTimeoutError(f"no text layer, and {why}")
+        warnings.append(why)
     if done:
         mark_running([p for p in pages if p.state == "text"])
     return done

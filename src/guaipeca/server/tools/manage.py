@@ -3,13 +3,15 @@
 # No `from __future__ import annotations` here: the SDK evaluates each tool's annotations when
 # it is registered, and they name this function's live locals (settings, limits).
 import functools
+import threading
 from typing import Annotated
 
 from pydantic import Field
 
 from guaipeca.errors import InvalidArgumentError
 from guaipeca.ingest import SyncReport
-from guaipeca.server.files import MAX_NAME_BYTES, decode_base64
+from guaipeca.server.files import MAX_NAME_BYTES, PreparedUpload, decode_base64
+from guaipeca.server.overview import folders_of, status_of
 from guaipeca.server.schema import (
     DeleteOut,
     FoldersOut,
@@ -24,6 +26,7 @@ from guaipeca.server.tools.common import (
     in_thread,
     one_of,
 )
+from guaipeca.server.uploads import convert_then_store
 
 __all__ = [
     "register_delete",
@@ -104,7 +107,7 @@ def register_status(tool: Registrar, service: Service) -> None:
         """The server's version, embedding model and dimension, every corpus with its
         topic, language, weight and document/chunk counts, corpora that cannot be used
         (with the reason) and the indexing run in progress, if any."""
-        return await in_thread(service.status)
+        return await in_thread(functools.partial(status_of, service))
 
 
 def register_list_folders(tool: Registrar, service: Service) -> None:
@@ -116,7 +119,7 @@ def register_list_folders(tool: Registrar, service: Service) -> None:
         exclude patterns and whether uploads are allowed, plus the upload limits.
 
         Use it to choose corpora for search or a target for upload."""
-        return await in_thread(service.folders)
+        return await in_thread(functools.partial(folders_of, service))
 
 
 def register_upload(tool: Registrar, service: Service) -> None:
@@ -184,13 +187,14 @@ def register_upload(tool: Registrar, service: Service) -> None:
         encoded = one_of("content_base64", content_base64, "content", content)
         service.writable_corpus(corpus)  # before anything is decoded
 
-        def save() -> UploadOut:
+        def prepare(cancel: threading.Event) -> PreparedUpload:
             data = decode_base64(encoded, up.max_file_size)
-            return service.upload(
-                corpus, filename, data, subfolder=subfolder, overwrite=overwrite, index=index
+            return service.prepare_upload(
+                corpus, filename, data, subfolder=subfolder, overwrite=overwrite, cancel=cancel
             )
 
-        return await service.writes.run(save)
+        # Converted outside the write turn; a cancelled call (its client left) stops there.
+        return await convert_then_store(service, prepare, index=index, cancel=threading.Event())
 
 
 def register_delete(tool: Registrar, service: Service) -> None:

@@ -46,6 +46,18 @@
     return isJson ? response.json() : response.blob();
   }
 
+  // An upload not done within upload.answer_seconds is answered 202 with a job: follow it
+  // (GET /jobs/{id}) until it ends, then it is the upload's answer.
+  async function followJob(out) {
+    while (out && out.job && out.state === "running") {
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const job = await send("GET", "/jobs/" + encodeURIComponent(out.job));
+      if (job.state === "done") return job.result;
+      if (job.state === "failed") throw new ApiError(job.status, job.error);
+    }
+    return out;
+  }
+
   const tool = (name, args) =>
     send("POST", "/api/tools/" + encodeURIComponent(name), JSON.stringify(args || {}), "application/json");
 
@@ -463,7 +475,7 @@
     if ($("upload-overwrite").checked) query.set("overwrite", "true");
     $("upload-button").disabled = true;
     try {
-      const out = await send("PUT", "/api/upload?" + query, file, "application/octet-stream");
+      const out = await followJob(await send("PUT", "/api/upload?" + query, file, "application/octet-stream"));
       const box = $("upload-result");
       const indexed = out.indexed
         ? "Indexed: corpus " + out.indexed.corpus + " now holds " + out.indexed.documents + " documents, " + out.indexed.chunks + " chunks."

@@ -1,0 +1,177 @@
+"""An upload's two parts: convert outside the write turn, then store inside it.
+
+Conversion (OCR included) is the slow part, and it used to run inside the single write turn:
+one 100-page scan held every other identity's writes for 18 minutes (issue 29). Here an
+upload takes its place in the write queue (counted against the per-caller bound), converts
+in a worker thread under ``limits.convert_timeout_seconds`` and one of the shared
+conversion slots (one per caller), and only then waits for the write turn, for the short
+store and index. So another identity's upload waits at most for one store.
+
+Cancel: until an upload is accepted (answered, or answered 202 with a job), a client that
+leaves stops it: its conversion stops at the next page, a queued store never starts, and
+nothing is written. ``PUT /api/upload`` answers 202 with a job once ``upload.answer_seconds``
+pass (``GET /jobs/{id}`` then gives the outcome); the MCP ``upload`` tool waits, bounded by
+the conversion budget, and a cancelled call is stopped the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+
+import anyio
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from guaipeca.errors import (
+    AbandonedError,
+    ConversionTimeoutError,
+    DiskFullError,
+    GuaipecaError,
+    StoppedError,
+    WriteQueueFullError,
+)
+from guaipeca.server.asgi import error_response
+from guaipeca.server.files import PreparedUpload
+from guaipeca.server.schema import UploadOut
+from guaipeca.server.service import Service
+from guaipeca.server.writes import current_caller
+
+__all__ = ["CONVERT_GRACE_SECONDS", "answer_upload", "convert_then_store", "job_routes"]
+
+log = logging.getLogger("guaipeca.server")
+
+#: How long past ``limits.convert_timeout_seconds`` a conversion that has not stopped at a
+#: checkpoint is waited for before its upload is refused anyway (the thread is left to stop).
+CONVERT_GRACE_SECONDS = 5.0
+
+Prepare = Callable[[threading.Event], PreparedUpload]
+
+
+async def convert_then_store(
+    service: Service, prepare: Prepare, *, index: bool | None, cancel: threading.Event
+) -> UploadOut:
+    """``prepare(cancel)`` (checks and conversion) in a worker thread outside the write
+    turn, then ``service.store_upload`` in it. Cancelling the caller sets ``cancel``.
+
+    Raises:
+        WriteQueueFullError: the caller has too many writes queued, or the queue is full.
+        InvalidArgumentError: the upload is refused (checks, conversion, its time budget).
+        AbandonedError: ``cancel`` was set before the store began.
+        GuaipecaError: storing or indexing failed.
+    """
+    writes = service.writes
+    seconds = service.settings.limits.convert_timeout_seconds
+    try:
+        async with writes.admitted() as who:
+            async with service.conversions.slot(who):
+                try:
+                    with anyio.fail_after(seconds + CONVERT_GRACE_SECONDS):
+                        # Abandoned on cancel: ``cancel`` stops the thread at its next page.
+                        ready = await anyio.to_thread.run_sync(
+                            functools.partial(prepare, cancel), abandon_on_cancel=True
+                        )
+                except TimeoutError:
+                    raise ConversionTimeoutError(
+                        f"the conversion took longer than limits.convert_timeout_seconds "
+                        f"({seconds:g} s); nothing was written"
+                    ) from None
+            if cancel.is_set():
+                raise AbandonedError("the upload was cancelled: its client left")
+            return await writes.locked(functools.partial(service.store_upload, ready, index=index))
+    except BaseException:
+        cancel.set()  # cancelled (the client left) or failed: the conversion stops too
+        raise
+
+
+def _outcome(exc: BaseException | None, out: UploadOut | None, service: Service) -> Response:
+    """The answer to an upload that ended with ``out`` or ``exc``."""
+    if exc is None and out is not None:
+        return JSONResponse(out.model_dump(mode="json"))
+    if isinstance(exc, WriteQueueFullError):
+        return error_response(429, str(exc), {"Retry-After": str(exc.retry_after)})
+    if isinstance(exc, StoppedError):
+        return error_response(503, service.sanitise(str(exc)))
+    if isinstance(exc, DiskFullError):
+        return error_response(507, service.sanitise(str(exc)))
+    if isinstance(exc, GuaipecaError):
+        return error_response(400, service.sanitise(str(exc)))
+    log.error("upload failed", exc_info=exc)
+    return error_response(500, "internal error")
+
+
+async def _settled(work: Awaitable[UploadOut], service: Service) -> Response:
+    try:
+        return _outcome(None, await work, service)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # every failure becomes an answer: nothing goes unretrieved
+        return _outcome(exc, None, service)
+
+
+async def _client_left(request: Request) -> None:
+    """Return once the client disconnects (its body was read: nothing else comes)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def answer_upload(request: Request, service: Service, work: Awaitable[UploadOut]) -> Response:
+    """Run ``work`` for ``request``: its answer when done within ``upload.answer_seconds``,
+    else 202 with a job that runs on to its end; a client that leaves before either has
+    ``work`` cancelled (nothing is written)."""
+    task = asyncio.ensure_future(_settled(work, service))
+    left = asyncio.ensure_future(_client_left(request))
+    wait = service.settings.upload.answer_seconds
+    try:
+        await asyncio.wait({task, left}, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    finally:
+        left.cancel()
+    if task.done():
+        return task.result()
+    if left.done() and not left.cancelled():
+        task.cancel()  # not accepted yet: stopped, nothing written
+        log.info("upload cancelled: its client left before it was answered")
+        return error_response(499, "the client left")
+    job = service.jobs.start(current_caller(), "upload")
+
+    def finished(done: asyncio.Future[Response]) -> None:
+        if done.cancelled():  # the server stopped first
+            service.jobs.finish(job, 503, {"error": "the server stopped before the upload ended"})
+            return
+        answer = done.result()
+        service.jobs.finish(job, answer.status_code, json.loads(bytes(answer.body)))
+
+    task.add_done_callback(finished)
+    _running.add(task)  # kept referenced until it ends
+    task.add_done_callback(_running.discard)
+    where = f"/jobs/{job.id}"
+    return JSONResponse(
+        {"job": job.id, "state": "running", "poll": where},
+        status_code=202,
+        headers={"Location": where},
+    )
+
+
+# Jobs' tasks, referenced until they end (the event loop keeps only weak references).
+_running: set[asyncio.Future[Response]] = set()
+
+
+def job_routes(service: Service) -> list[BaseRoute]:
+    """``GET /jobs/{id}``: one of the caller's jobs (404 for anyone else's)."""
+
+    async def job(request: Request) -> Response:
+        found = service.jobs.get(str(request.path_params["id"]), current_caller())
+        if found is None:
+            return error_response(404, "no such job (unknown, expired, or not yours)")
+        return JSONResponse(found.as_json())
+
+    return [Route("/jobs/{id}", endpoint=job, methods=["GET"])]
