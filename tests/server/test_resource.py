@@ -20,7 +20,7 @@ from guaipeca.server.http import build_app
 from guaipeca.server.resource import METADATA_PATH, ProtectedResource
 from support.http import LiveServer
 from support.identity import call_whoami, whoami_server
-from support.oidc import CLIENTS, OidcProvider, require_provider
+from support.oidc import CLIENTS, OidcProvider
 from support.reliability import make_service
 
 
@@ -45,13 +45,6 @@ def test_the_metadata_url_follows_rfc_9728() -> None:
         "https://a.example.org",
         "https://b.example.org",
     ]
-
-
-@pytest.fixture(scope="module")
-def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcProvider]:
-    require_provider()
-    with OidcProvider(tmp_path_factory.mktemp("oidc")) as provider:
-        yield provider
 
 
 @pytest.fixture(scope="module")
