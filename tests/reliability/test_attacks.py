@@ -557,6 +557,17 @@ def _wait_until_busy(url: str, upload: threading.Thread, seconds: float = 120) -
     return False
 
 
+def _wait_until_idle(url: str, seconds: float = 300) -> None:
+    """Until the server neither indexes nor has chunks waiting for vectors."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        body = httpx2.post(f"{url}/api/tools/status", json={}, headers=AUTH, timeout=10).json()
+        if not body.get("indexing") and not body.get("pending_chunks"):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the server was still busy after {seconds} s")
+
+
 @pytest.mark.slow
 def test_sigterm_during_an_upload(tmp_path: Path) -> None:
     """SIGTERM while an 850 KB upload is being indexed: the client gets JSON, the process
@@ -570,6 +581,9 @@ def test_sigterm_during_an_upload(tmp_path: Path) -> None:
     answers: list[httpx2.Response] = []
     try:
         assert httpx2.post(f"{url}/api/tools/index", json={}, headers=AUTH, timeout=300)
+        # The index call answers once searchable by keyword; its embedding goes on, and a
+        # "busy" server must mean busy with the upload, so wait for that embedding to end.
+        _wait_until_idle(url)
         stream = httpx2.Client(headers=AUTH, timeout=30)
         sse = stream.stream("GET", f"{url}/sse")
         sse.__enter__()  # an open SSE stream, as an agent keeps one
