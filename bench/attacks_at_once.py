@@ -4,6 +4,7 @@ throughout).
 
     PYTHONPATH=src nice -n 10 .venv/bin/python bench/attacks_at_once.py \
         [--seconds 60] [--docs 150] [--chars 150000] [--provider static|bundled]
+        [--only abandoned_searches,slowloris,...]
         [--out bench/results/attacks-at-once.json]
 
 The server runs on 127.0.0.1 with auth on (a static token and a JWT secret, so any number of
@@ -389,7 +390,7 @@ def wait_indexed(url: str, timeout: float = 600) -> None:
             http.post("/api/tools/search", json=HEAVY)
 
 
-def run(seconds: float, docs: int, chars: int, provider: str) -> dict[str, Any]:
+def run(seconds: float, docs: int, chars: int, provider: str, only: list[str]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         home = make_home(Path(tmp), docs, chars, provider)
         port = free_port()
@@ -411,19 +412,20 @@ def run(seconds: float, docs: int, chars: int, provider: str) -> dict[str, Any]:
             attacks = Attacks(url, port, seconds, out)
             watch = Watch(url, server.pid)
             reset_peak_rss(server.pid)
-            workers = [
-                attacks.image_bombs,
-                attacks.speckle_ocr,
-                attacks.zip_bombs,
-                attacks.initialize_flood,
-                attacks.streams,
-                attacks.abandoned_searches,
-                lambda: attacks.wrong_tokens("127.0.0.2"),
-                lambda: attacks.wrong_tokens("127.0.0.4"),
-                attacks.nested_json,
-                attacks.slowloris,
-            ]
-            threads = [threading.Thread(target=w, daemon=True) for w in workers]
+            every: dict[str, Callable[[], None]] = {
+                "image_bombs": attacks.image_bombs,
+                "speckle_ocr": attacks.speckle_ocr,
+                "zip_bombs": attacks.zip_bombs,
+                "initialize_flood": attacks.initialize_flood,
+                "streams": attacks.streams,
+                "abandoned_searches": attacks.abandoned_searches,
+                "wrong_tokens": lambda: attacks.wrong_tokens("127.0.0.2"),
+                "wrong_tokens_2": lambda: attacks.wrong_tokens("127.0.0.4"),
+                "nested_json": attacks.nested_json,
+                "slowloris": attacks.slowloris,
+            }
+            names = [n for n in every if not only or n.removesuffix("_2") in only]
+            threads = [threading.Thread(target=every[n], daemon=True) for n in names]
             watchers = [
                 threading.Thread(target=watch.poll_health, daemon=True),
                 threading.Thread(target=watch.sample_rss, daemon=True),
@@ -444,7 +446,7 @@ def run(seconds: float, docs: int, chars: int, provider: str) -> dict[str, Any]:
             hwm = peak_rss_of(server.pid)
             alive = server.poll() is None
             after = rss(server.pid) if alive else 0
-            hung = [w.__name__ for w, t in zip(workers, threads, strict=True) if t.is_alive()]
+            hung = [n for n, t in zip(names, threads, strict=True) if t.is_alive()]
         finally:
             stopping = time.monotonic()
             server.terminate()
@@ -469,6 +471,7 @@ def run(seconds: float, docs: int, chars: int, provider: str) -> dict[str, Any]:
         },
         "corpus": {"docs": docs, "chars_each": chars, "embedding": provider},
         "indexed_s": round(indexed_s, 1),
+        "attacks": names,
         "attack_window_s": seconds,
         "wall_s": round(wall, 1),
         "idle_rss_mb": round(idle / MIB, 1),
@@ -506,9 +509,10 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=150)
     parser.add_argument("--chars", type=int, default=150_000)
     parser.add_argument("--provider", default="static", help="embedding.provider of the server")
+    parser.add_argument("--only", default="", help="comma-separated attacks (default: all)")
     parser.add_argument("--out", type=Path)
     a = parser.parse_args()
-    result = run(a.seconds, a.docs, a.chars, a.provider)
+    result = run(a.seconds, a.docs, a.chars, a.provider, [n for n in a.only.split(",") if n])
     text = json.dumps(result, indent=2)
     print(text)
     if a.out:
