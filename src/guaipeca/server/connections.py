@@ -65,16 +65,24 @@ class TimedH11Protocol(H11Protocol):
         if timer is not None:
             timer.cancel()
             self._read_timer = None
+        self._owed = ""
 
     def _arm(self) -> None:
-        """(Re)start the timer for what the client owes now: headers or body bytes."""
-        self._disarm()
+        """Start the timer for what the client owes now. Headers get one deadline in all
+        (bytes trickling in do not extend it: a slowloris sends a header line a second);
+        a body's timer restarts with each chunk, bounding a pause."""
         state = self.conn.their_state
         if state is h11.IDLE and not (self.cycle and not self.cycle.response_complete):
+            if getattr(self, "_owed", "") == "headers":
+                return  # still the same headers: their deadline stands
+            self._disarm()
+            self._owed = "headers"
             self._read_timer = self.loop.call_later(
                 self.header_timeout, self._timed_out, "request headers"
             )
-        elif state is h11.SEND_BODY:
+            return
+        self._disarm()
+        if state is h11.SEND_BODY:
             self._read_timer = self.loop.call_later(
                 self.body_timeout, self._timed_out, "request body"
             )
