@@ -127,7 +127,10 @@ def test_32_clients_search_while_one_uploads(tmp_path: Path) -> None:
         (folder / name).write_text(doc_text(rng, name, 1), encoding="utf-8")
     (home / "guaipeca.yaml").write_text(
         f"corpora:\n  - name: docs\n    path: {folder}\nupload:\n  allow: [docs]\n"
-        "server:\n  rate_limit_rps: 5000\n  rate_limit_burst: 5000\n  max_concurrent_searches: 8\n",
+        "server:\n  rate_limit_rps: 5000\n  rate_limit_burst: 5000\n  max_concurrent_searches: 8\n"
+        # 32 clients and an uploader share one token: more sessions than one identity's
+        # default budget (the budget is tested in test_budgets.py)
+        "  max_sessions_per_identity: 64\n",
         encoding="utf-8",
     )
     plan = [(f"load-{k}.md", doc_text(rng, f"load-{k}.md", 1, paragraphs=4)) for k in range(400)]

@@ -52,7 +52,7 @@ from guaipeca.server.limits import json_body
 from guaipeca.server.service import Service
 from guaipeca.server.uploads import answer_upload, convert_then_store, job_routes
 from guaipeca.server.webrender import MAX_RENDER_CHARS, render_markdown
-from guaipeca.server.writes import WRITE_TOOLS, current_caller
+from guaipeca.server.writes import QUEUE_FULL, WRITE_TOOLS, current_caller
 
 __all__ = ["WEB_PAGE_PATHS", "web_routes"]
 
@@ -191,11 +191,20 @@ class _WebApi:
         try:
             result = await server.call_tool(name, arguments)
         except (ToolError, MCPError) as exc:
-            return error_response(400, service.sanitise(_tool_error_message(name, exc)))
+            message = service.sanitise(_tool_error_message(name, exc))
+            if name in WRITE_TOOLS and message.startswith(QUEUE_FULL):
+                # Callers that passed the check above together: the queue refused the rest.
+                retry = str(service.writes.retry_after())
+                return error_response(429, message, {"Retry-After": retry})
+            return error_response(400, message)
         if not isinstance(result, CallToolResult):  # no tool of ours asks for input
             return error_response(500, "internal error")
         if result.is_error:
             text = " ".join(c.text for c in result.content if isinstance(c, TextContent))
+            if name in WRITE_TOOLS and text.startswith(QUEUE_FULL):
+                # Callers that passed the check above together: the queue refused the rest.
+                retry = str(service.writes.retry_after())
+                return error_response(429, text, {"Retry-After": retry})
             # A write that failed on a full disk: HTTP's "insufficient storage".
             status = 507 if name in WRITE_TOOLS and text.endswith(DISK_FULL_HINT) else 400
             return error_response(status, service.sanitise(text or "the tool failed"))

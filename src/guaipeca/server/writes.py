@@ -28,7 +28,11 @@ import anyio.to_thread
 
 from guaipeca.errors import StoppedError, WriteQueueFullError
 
+#: How a write refused for a full queue starts (a tool's error text is matched on it).
+QUEUE_FULL: Final = "too many writes"
+
 __all__ = [
+    "QUEUE_FULL",
     "STDIO",
     "WRITE_TOOLS",
     "ConversionSlots",
@@ -93,7 +97,7 @@ class WriteQueue:
             reason = f"{self.queued} writes (index, upload, delete) are queued"
         else:
             return None
-        return WriteQueueFullError(f"too many writes: {reason}", self.retry_after())
+        return WriteQueueFullError(f"{QUEUE_FULL}: {reason}", self.retry_after())
 
     @contextlib.asynccontextmanager
     async def admitted(self, who: str | None = None) -> AsyncIterator[str]:
