@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from reliability.test_attacks import lying_docx
 from support import free_port
+from support.http import MCP_HEADERS, initialize_message
 from support.images import bomb_pdf, bomb_png
 from support.reliability import (
     doc_text,
@@ -63,17 +64,8 @@ from support.reliability import (
 TOKEN = "attack-bench-token-0123456789abcdef"
 JWT_SECRET = "attack-bench-jwt-secret-0123456789abcdef-0123"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-MCP = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "attacks-at-once", "version": "1"},
-    },
-}
+MCP = MCP_HEADERS
+INIT = initialize_message("attacks-at-once")
 HEAVY = {"query": "river stone", "top_k": 100, "return_mode": "documents", "max_chars": 400_000}
 MIB = 2**20
 

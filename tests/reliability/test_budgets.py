@@ -23,23 +23,14 @@ import pytest
 from guaipeca.server.limits import reserved_share
 from guaipeca.server.streams import connection_budget, raise_open_files_limit, stream_budget
 from support import free_port
-from support.http import Served
+from support.http import MCP_HEADERS, Served, initialize_message
 from support.reliability import SCRIPT, drain, make_service, report
 
 TOKEN = "budget-test-token-0123456789abcdef"
 JWT_SECRET = "budget-test-jwt-secret-0123456789abcdef-0123"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-MCP = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "budget", "version": "1"},
-    },
-}
+MCP = MCP_HEADERS
+INIT = initialize_message("budget")
 PING = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
 
 

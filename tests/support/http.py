@@ -13,6 +13,23 @@ from starlette.applications import Starlette
 from guaipeca.server import Service
 from guaipeca.server.http import make_server
 
+#: The headers a raw Streamable HTTP request to ``/mcp`` needs.
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def initialize_message(client: str, version: str = "2025-06-18") -> dict[str, object]:
+    """A raw JSON-RPC ``initialize`` request, as a client sends it first."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": client, "version": "1"},
+        },
+    }
+
 
 class LiveServer:
     """uvicorn serving ``build(port)`` on 127.0.0.1 at an ephemeral port, in a thread."""
