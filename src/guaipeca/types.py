@@ -217,6 +217,30 @@ class Document:
 
 
 @dataclass(frozen=True, slots=True)
+class DocumentPart:
+    """Part of a stored document: ``text`` is the whole text's ``[offset:end]``, of
+    ``chars`` characters in all (what :meth:`Index.read_document` returns)."""
+
+    doc_id: str
+    corpus: str
+    text: str
+    metadata: dict[str, Any]
+    source_path: str | None
+    chunk_count: int
+    chars: int
+    offset: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.text)
+
+    @property
+    def truncated(self) -> bool:
+        """Whether text follows ``end``."""
+        return self.end < self.chars
+
+
+@dataclass(frozen=True, slots=True)
 class DocumentInfo:
     """A document's listing entry (no text)."""
 

@@ -4,10 +4,13 @@ delete + compact, filters that cannot inject SQL, exact spans, incremental re-em
 from __future__ import annotations
 
 import sqlite3
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from guaipeca import (
     ConfigError,
@@ -236,6 +239,46 @@ def test_reading_chunks_neighbours_and_documents(counting_embedder: CountingEmbe
         index.get_document("nope")
     with pytest.raises(InvalidArgumentError):
         index.neighbors(hit.chunk_id, window=-1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    text=st.text(alphabet=st.sampled_from("ab é€\n😀ção#"), min_size=0, max_size=200),
+    offset=st.integers(0, 220),
+    max_chars=st.integers(1, 220),
+)
+def test_a_document_part_is_the_slice_python_would_cut(
+    text: str, offset: int, max_chars: int
+) -> None:
+    # SQLite cuts the stored text (substr/length): its characters must be Python's, emoji
+    # and accents included, or offsets from search hits would point elsewhere.
+    index = Index(embedder=HashingEmbedder(32))
+    index.add_documents({"doc": text})
+    part = index.read_document("doc", offset=offset, max_chars=max_chars)
+    assert part.text == text[offset : offset + max_chars]
+    assert part.chars == len(text) and part.offset == min(offset, len(text))
+    assert part.end == part.offset + len(part.text)
+    assert part.truncated == (part.end < len(text))
+
+
+def test_reading_a_part_of_a_huge_document_holds_only_that_part() -> None:
+    index = Index(embedder=HashingEmbedder(32))
+    text = "".join(f"line {i} ção\n" for i in range(400_000))  # 5.2 million characters
+    index.add_documents({"big": text})
+    del text
+    tracemalloc.start()
+    try:
+        part = index.read_document("big", offset=1_000_000, max_chars=1000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(part.text) == 1000 and part.chars > 5_000_000 and part.truncated
+    # get_document would hold the whole text (> 5 MB) in Python; the part holds ~1 KB.
+    assert peak < 1_000_000, peak
+    with pytest.raises(NotFoundError):
+        index.read_document("nope", max_chars=10)
+    with pytest.raises(InvalidArgumentError):
+        index.read_document("big", offset=-1, max_chars=10)
 
 
 @pytest.mark.parametrize(

@@ -50,6 +50,7 @@ from guaipeca.types import (
     Chunk,
     Document,
     DocumentInfo,
+    DocumentPart,
     Hit,
     IndexStats,
     NewDocument,
@@ -507,6 +508,36 @@ class Index:
             row.doc_id, store.name, row.text, row.metadata, row.source_path, row.chunk_count
         )
 
+    def read_document(
+        self, doc_id: str, *, corpus: str | None = None, offset: int = 0, max_chars: int
+    ) -> DocumentPart:
+        """At most ``max_chars`` characters of a document's text from ``offset``, with its
+        metadata and full length. Memory follows ``max_chars``, not the document's size
+        (the catalog cuts the text), so a reader can page through a document of any size.
+
+        Raises:
+            NotFoundError: no such document.
+            InvalidArgumentError: a negative offset or a non-positive ``max_chars``.
+        """
+        if offset < 0 or max_chars < 1:
+            raise InvalidArgumentError("offset must be >= 0 and max_chars >= 1")
+        store = self._corpora.holding(doc_id, corpus)
+        found = store.catalog.document_part(doc_id, offset, max_chars)
+        if found is None:
+            raise NotFoundError(f"no document {doc_id!r:.80}")
+        row, chars = found
+        start = min(offset, chars)
+        return DocumentPart(
+            row.doc_id,
+            store.name,
+            row.text,
+            row.metadata,
+            row.source_path,
+            row.chunk_count,
+            chars,
+            start,
+        )
+
     def list_documents(
         self,
         *,
@@ -530,8 +561,12 @@ class Index:
 
     def resolve(self, hit: Hit | Chunk) -> str:
         """The exact span of the stored document that ``hit`` points at."""
-        doc = self.get_document(hit.doc_id, corpus=hit.corpus)
-        return doc.text[hit.start : hit.end]
+        if hit.end <= hit.start:
+            return ""
+        size = hit.end - hit.start
+        return self.read_document(
+            hit.doc_id, corpus=hit.corpus, offset=hit.start, max_chars=size
+        ).text
 
     def stats(self) -> IndexStats:
         corpora = []

@@ -116,6 +116,11 @@ class CatalogReader(Protocol):
 
     def document(self, doc_id: str) -> DocRow | None: ...
 
+    def document_part(self, doc_id: str, offset: int, limit: int) -> tuple[DocRow, int] | None:
+        """The document with only ``text[offset:offset + limit]`` as its text, and the
+        whole text's length in characters."""
+        ...
+
     def document_chunks(
         self, doc_id: str, first: int = 0, last: int | None = None
     ) -> list[ChunkRow]: ...

@@ -17,6 +17,7 @@ from guaipeca import Index, NewDocument
 from guaipeca.config import LoadedSettings, load_settings
 from guaipeca.embed import HashingEmbedder
 from guaipeca.server import Service, build_server
+from guaipeca.server.tools.common import TOOL_MAX_READ_CHARS
 from guaipeca.server.tools.links import chunk_uri, document_uri
 
 DOCS = {
@@ -183,3 +184,35 @@ def test_the_stale_and_outside_documents_are_really_there(service: Service) -> N
     # What the test above refuses exists in the index: the refusal is the access rule.
     assert SECRET in service.index.get_document("left.md", corpus="stale").text
     assert SECRET in service.index.get_document("outside.md", corpus="docs").text
+
+
+@pytest.fixture
+def huge(service: Service) -> Iterator[str]:
+    """A document longer than one read's budget (TOOL_MAX_READ_CHARS)."""
+    text = "# Huge\n\n" + "".join(f"line {i} of the huge zebra file\n" for i in range(40_000))
+    assert len(text) > TOOL_MAX_READ_CHARS
+    service.index.add_documents({"huge.md": text}, corpus="docs")
+    yield text
+    service.index.delete_document("huge.md", corpus="docs")
+
+
+@pytest.mark.anyio
+async def test_a_document_over_the_read_budget_is_served_in_parts(
+    client: Client, huge: str
+) -> None:
+    # The resource gives the first TOOL_MAX_READ_CHARS characters and says where the rest is;
+    # get_document pages on from there, and the parts put together are the document.
+    text = await read_text(client, document_uri("docs", "huge.md"))
+    head, note = text[:TOOL_MAX_READ_CHARS], text[TOOL_MAX_READ_CHARS:]
+    assert head == huge[:TOOL_MAX_READ_CHARS]
+    assert f"offset {TOOL_MAX_READ_CHARS}" in note and "get_document" in note
+    parts, offset = [head], TOOL_MAX_READ_CHARS
+    while offset is not None:
+        result = await client.call_tool(
+            "get_document", {"doc_id": "huge.md", "offset": offset, "max_chars": 100_000}
+        )
+        out = result.structured_content or {}
+        assert out["chars"] == len(huge) and out["offset"] == offset
+        parts.append(out["text"])
+        offset = out["next_offset"]
+    assert "".join(parts) == huge

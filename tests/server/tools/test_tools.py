@@ -853,7 +853,7 @@ async def test_library_errors_reach_the_client_without_server_paths(
             f"{folders['docs']}/x.md is odd;\nsee {folders['data']}/index and {Path.home()}/y"
         )
 
-    monkeypatch.setattr(service.index, "get_document", locked)
+    monkeypatch.setattr(service.index, "read_document", locked)
     message = error(await client.call_tool("get_document", {"doc_id": "x"}))
     assert message == (
         "Error executing tool get_document: <docs folder>/x.md is odd; "

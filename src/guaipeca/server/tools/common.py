@@ -65,6 +65,9 @@ log = logging.getLogger("guaipeca.server")
 TOOL_MAX_TOP_K = 100
 #: Most chunk ids one get_chunk call takes.
 TOOL_MAX_CHUNK_IDS = 100
+#: Most characters one read returns (get_document's max_chars, a document resource): an
+#: answer's memory is bounded by this, not by the document (up to limits.max_chars).
+TOOL_MAX_READ_CHARS = 1_000_000
 #: Characters of widened text (documents, sections) one search returns by default, and at
 #: most: 5 MB of documents in one answer (sent twice over MCP, as text and as structured
 #: content) helps no agent.

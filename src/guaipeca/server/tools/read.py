@@ -23,6 +23,7 @@ from guaipeca.server.service import Service
 from guaipeca.server.tools.common import (
     READ_ONLY,
     TOOL_MAX_CHUNK_IDS,
+    TOOL_MAX_READ_CHARS,
     WHERE_DOC,
     Registrar,
     in_thread,
@@ -114,7 +115,7 @@ def register_get_document(tool: Registrar, service: Service) -> None:
         ] = 0,
         max_chars: Annotated[
             int,
-            Field(ge=1, le=1_000_000, description="Most characters of text to return."),
+            Field(ge=1, le=TOOL_MAX_READ_CHARS, description="Most characters of text to return."),
         ] = 20_000,
     ) -> DocumentOut:
         """Read a whole document (its converted Markdown text) with its metadata.
@@ -126,25 +127,28 @@ def register_get_document(tool: Registrar, service: Service) -> None:
         """
         doc_id, corpus = document_named(service, doc_id, "source_path", source_path, corpus)
         corpus = await in_thread(functools.partial(service.guard.document_corpus, doc_id, corpus))
-        doc = await in_thread(functools.partial(idx.get_document, doc_id, corpus=corpus))
+        # Only the part asked for is read: a call costs memory by max_chars, not by the
+        # document's size (up to limits.max_chars, 20 million characters).
+        doc = await in_thread(
+            functools.partial(
+                idx.read_document, doc_id, corpus=corpus, offset=offset, max_chars=max_chars
+            )
+        )
         await in_thread(
             functools.partial(service.check_served, doc.corpus, doc.doc_id, doc.source_path)
         )
-        end = min(len(doc.text), offset + max_chars)
-        start = min(offset, end)
-        truncated = end < len(doc.text)
         return DocumentOut(
             doc_id=doc.doc_id,
             corpus=doc.corpus,
             source_path=service.relative_path(doc.corpus, doc.source_path),
             metadata=doc.metadata,
             chunk_count=doc.chunk_count,
-            chars=len(doc.text),
-            offset=start,
-            end=end,
-            truncated=truncated,
-            next_offset=end if truncated else None,
-            text=doc.text[start:end],
+            chars=doc.chars,
+            offset=doc.offset,
+            end=doc.end,
+            truncated=doc.truncated,
+            next_offset=doc.end if doc.truncated else None,
+            text=doc.text,
         )
 
 

@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from guaipeca.errors import GuaipecaError, InvalidArgumentError, NotFoundError
 from guaipeca.server.limits import too_many_requests
 from guaipeca.server.service import Service
-from guaipeca.server.tools.common import ToolServer, in_thread, rate_wait
+from guaipeca.server.tools.common import TOOL_MAX_READ_CHARS, ToolServer, in_thread, rate_wait
 from guaipeca.server.tools.links import CHUNK_URI_TEMPLATE, DOCUMENT_URI_TEMPLATE, MARKDOWN
 
 __all__ = ["readable_corpus", "register_resources"]
@@ -37,9 +37,15 @@ def _document_text(service: Service, corpus: str, doc_id: str) -> str:
     """
     if not readable_corpus(service, corpus):
         raise NotFoundError(f"no corpus {corpus!r:.70}")
-    doc = service.index.get_document(doc_id, corpus=corpus)
+    doc = service.index.read_document(doc_id, corpus=corpus, max_chars=TOOL_MAX_READ_CHARS)
     service.check_served(doc.corpus, doc.doc_id, doc.source_path)
-    return doc.text
+    if not doc.truncated:
+        return doc.text
+    # A resource has no paging: past the budget, say where the rest is.
+    return (
+        f"{doc.text}\n\n[truncated: the first {doc.end:,} of {doc.chars:,} characters; read on "
+        f"with the get_document tool, doc_id {doc.doc_id!r}, offset {doc.end}]\n"
+    )
 
 
 def _chunk_text(service: Service, corpus: str, chunk: str) -> str:

@@ -4,6 +4,7 @@ frequencies the reranker asks for. They read through the corpus's point access
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -77,6 +78,14 @@ class QdrantCatalog:
             dict(p.get("metadata") or {}),
             int(p["chunk_count"]),
         )
+
+    def document_part(self, doc_id: str, offset: int, limit: int) -> tuple[DocRow, int] | None:
+        # Qdrant returns a payload field whole: the text is cut here, after the transfer.
+        row = self.document(doc_id)
+        if row is None:
+            return None
+        part = dataclasses.replace(row, text=row.text[offset : offset + limit])
+        return part, len(row.text)
 
     def document_chunks(
         self, doc_id: str, first: int = 0, last: int | None = None

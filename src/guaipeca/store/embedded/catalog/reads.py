@@ -74,6 +74,21 @@ class Catalog(CatalogConnection):
             return None
         return DocRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5])
 
+    def document_part(self, doc_id: str, offset: int, limit: int) -> tuple[DocRow, int] | None:
+        """The document with ``text[offset:offset + limit]`` as its text, and the whole
+        text's length in characters. SQLite cuts the text (``substr`` and ``length`` count
+        characters, as Python does), so a reader of a 20-million-character document holds
+        the part asked for, not the document."""
+        with self._reading() as db:
+            r = db.execute(
+                "SELECT doc_pk, doc_id, source_path, substr(text, ?, ?), metadata, "
+                "chunk_count, length(text) FROM documents WHERE doc_id = ?",
+                (offset + 1, limit, doc_id),
+            ).fetchone()
+        if r is None:
+            return None
+        return DocRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]), int(r[6])
+
     def signature(self, doc_id: str) -> tuple[str, dict[str, Any], str | None] | None:
         """``(text_sha256, metadata, source_path)`` of a stored document."""
         with self._reading() as db:
