@@ -166,6 +166,20 @@ class DiskFullError(StorageError):
 DISK_FULL_HINT = "free some space, then try again"
 
 
+class UploadQuotaError(GuaipecaError):
+    """An upload would take its identity's uploaded files over
+    ``upload.max_bytes_per_identity``; nothing was written (HTTP 507, as for a WebDAV
+    quota)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"{message}; {UPLOAD_QUOTA_HINT}")
+
+
+#: How every :class:`UploadQuotaError` message ends (the web API answers such a tool error
+#: with HTTP 507).
+UPLOAD_QUOTA_HINT = "your uploads are at their disk budget"
+
+
 # What a full disk looks like from the layers below: an OSError (ENOSPC, EDQUOT), SQLite's
 # SQLITE_FULL, and the Rust libraries' messages (tantivy says "No space left on device
 # (os error 28)").

@@ -201,7 +201,12 @@ def start_server(home: Path, port: int) -> subprocess.Popen[str]:
         time.sleep(0.1)
 
 
-def make_service(root: Path, server: Mapping[str, Any] | None = None, docs: int = 20) -> Service:
+def make_service(
+    root: Path,
+    server: Mapping[str, Any] | None = None,
+    docs: int = 20,
+    upload: Mapping[str, Any] | None = None,
+) -> Service:
     """A server-side service over corpus ``docs`` (uploads allowed), indexed with the
     deterministic hashing embedder, for in-process HTTP tests."""
     folder = root / "docs"
@@ -215,7 +220,7 @@ def make_service(root: Path, server: Mapping[str, Any] | None = None, docs: int 
     settings = parse_settings(
         {
             "corpora": [{"name": "docs", "path": str(folder)}],
-            "upload": {"allow": ["docs"]},
+            "upload": {"allow": ["docs"], **(upload or {})},
             "storage": {"data_dir": str(root / "data")},
             "server": section,
         },

@@ -22,6 +22,7 @@ __all__ = [
     "NAME_CHARS",
     "SUPPORTED_EXTENSIONS",
     "FrozenModel",
+    "GiB",
     "MiB",
     "absolute_path",
     "check_extensions",
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 MiB: Final = 1024 * 1024
+GiB: Final = 1024 * MiB
 #: Most hits one library search returns (search.top_k and every top_k argument); the MCP tools
 #: allow fewer (TOOL_MAX_TOP_K in server/tools/common.py).
 MAX_TOP_K: Final = 1000

@@ -16,6 +16,7 @@ from guaipeca.config.fields import (
     NAME_CHARS,
     SUPPORTED_EXTENSIONS,
     FrozenModel,
+    GiB,
     MiB,
     absolute_path,
     check_extensions,
@@ -239,6 +240,12 @@ class UploadSettings(FrozenModel):
         default_factory=lambda: list(SUPPORTED_EXTENSIONS), description="file types accepted"
     )
     auto_index: bool = Field(True, description="index an uploaded file right away")
+    max_bytes_per_identity: int = Field(
+        2 * GiB,
+        ge=0,
+        description="bytes of uploaded files one identity may keep in corpus folders "
+        "(2 GiB; 0: no limit)",
+    )
     answer_seconds: float = Field(
         30.0,
         gt=0,

@@ -45,6 +45,7 @@ from guaipeca.server.guard import CorpusGuard
 from guaipeca.server.idle import ToolCalls
 from guaipeca.server.jobs import Jobs
 from guaipeca.server.limits import TokenBucket
+from guaipeca.server.quota import UploadLedger
 from guaipeca.server.schema import (
     ChunkOut,
     DeleteOut,
@@ -102,6 +103,11 @@ class Service:
         self.conversions = ConversionSlots(CONVERSIONS_AT_ONCE)
         #: Uploads answered 202 before their work was done (GET /jobs/{id}).
         self.jobs = Jobs()
+        up = loaded.settings.upload
+        #: The bytes each identity's uploads keep (server/quota.py).
+        self.ledger = UploadLedger(
+            loaded.data_dir, up.max_bytes_per_identity, uploads_on=bool(up.allow)
+        )
         self._corpora = {c.name: c for c in loaded.settings.corpora}
         audit = loaded.settings.audit
         #: Writes and denied requests (server/audit.py); who may do what (server/guard.py).
@@ -491,6 +497,7 @@ class Service:
         ext = PurePosixPath(name).suffix.lower()
         accepted = [e for e in up.allowed_extensions if e in conf.extensions]
         check_upload(rel, ext, data, corpus, accepted, conf.exclude, up.max_file_size)
+        self.ledger.check(current_caller(), corpus, rel, len(data), self._upload_path)
         root = self.corpus_root(corpus)
         target = root.joinpath(*parts, name)
         self._inside(corpus, root, target.parent)
@@ -535,6 +542,9 @@ class Service:
         # The folder is checked again once made: one swapped for a link meanwhile.
         inside = functools.partial(self._inside, ready.corpus, root)
         new = not same and not os.path.lexists(target)
+        # Again in the write turn: one identity's uploads converting together all passed
+        # the early check; here they land one at a time.
+        self.ledger.check(current_caller(), ready.corpus, ready.rel, len(data), self._upload_path)
         with self.watching_disk(root):
             replaced = (
                 False
@@ -560,6 +570,7 @@ class Service:
             target.unlink(missing_ok=True)
             fsync_dir(target.parent)
             raise DiskFullError(exc.folder, quota=exc.quota, note=f"{shown} was not kept") from None
+        self.ledger.record(current_caller(), ready.corpus, ready.rel, len(data))
         return UploadOut(
             corpus=ready.corpus,
             doc_id=ready.rel,
@@ -611,10 +622,14 @@ class Service:
                 fsync_dir(path.parent)
                 deleted = True
                 log.info("delete: removed %s from corpus %s", doc_id, corpus)
+                self.ledger.forget(corpus, doc_id)
             removed = index and self.index.delete_document(doc_id, corpus=corpus)
         return DeleteOut(
             corpus=corpus, doc_id=doc_id, removed_from_index=removed, file_deleted=deleted
         )
+
+    def _upload_path(self, corpus: str, rel: str) -> Path:
+        return self.corpus_root(corpus).joinpath(*PurePosixPath(rel).parts)
 
     def _file_of(self, corpus: str, doc_id: str, source_path: str | None) -> Path | None:
         """The document's file when it lies inside the corpus folder under its own id

@@ -35,6 +35,7 @@ from guaipeca.errors import (
     DiskFullError,
     GuaipecaError,
     StoppedError,
+    UploadQuotaError,
     WriteQueueFullError,
 )
 from guaipeca.server.asgi import error_response
@@ -98,7 +99,7 @@ def _outcome(exc: BaseException | None, out: UploadOut | None, service: Service)
         return error_response(429, str(exc), {"Retry-After": str(exc.retry_after)})
     if isinstance(exc, StoppedError):
         return error_response(503, service.sanitise(str(exc)))
-    if isinstance(exc, DiskFullError):
+    if isinstance(exc, DiskFullError | UploadQuotaError):
         return error_response(507, service.sanitise(str(exc)))
     if isinstance(exc, GuaipecaError):
         return error_response(400, service.sanitise(str(exc)))

@@ -43,6 +43,7 @@ from starlette.routing import BaseRoute, Route
 
 from guaipeca.errors import (
     DISK_FULL_HINT,
+    UPLOAD_QUOTA_HINT,
     GuaipecaError,
     NotFoundError,
 )
@@ -96,6 +97,13 @@ def _origin_allowed(request: Request, cors_origins: list[str]) -> bool:
     parts = urlsplit(origin)
     host = request.headers.get("host", "")
     return parts.scheme in ("http", "https") and parts.netloc.lower() == host.lower()
+
+
+def _tool_error_status(name: str, message: str) -> int:
+    """A write that failed on a full disk, or over its identity's upload budget: HTTP's
+    "insufficient storage"; any other tool error: 400."""
+    full = message.endswith(DISK_FULL_HINT) or message.endswith(UPLOAD_QUOTA_HINT)
+    return 507 if name in WRITE_TOOLS and full else 400
 
 
 def _tool_error_message(name: str, exc: Exception) -> str:
@@ -196,7 +204,7 @@ class _WebApi:
                 # Callers that passed the check above together: the queue refused the rest.
                 retry = str(service.writes.retry_after())
                 return error_response(429, message, {"Retry-After": retry})
-            return error_response(400, message)
+            return error_response(_tool_error_status(name, message), message)
         if not isinstance(result, CallToolResult):  # no tool of ours asks for input
             return error_response(500, "internal error")
         if result.is_error:
@@ -205,8 +213,7 @@ class _WebApi:
                 # Callers that passed the check above together: the queue refused the rest.
                 retry = str(service.writes.retry_after())
                 return error_response(429, text, {"Retry-After": retry})
-            # A write that failed on a full disk: HTTP's "insufficient storage".
-            status = 507 if name in WRITE_TOOLS and text.endswith(DISK_FULL_HINT) else 400
+            status = _tool_error_status(name, text)
             return error_response(status, service.sanitise(text or "the tool failed"))
         return JSONResponse(result.structured_content or {})
 
