@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from guaipeca import Index
+from guaipeca.config import EngineSettings
 from guaipeca.convert import NO_OCR_FOR_IMAGES, OcrOptions
+from guaipeca.errors import TooLargeError
 from guaipeca.ingest import (
     NO_OCR,
     NO_TEXT,
@@ -167,6 +169,32 @@ def test_hostile_files_are_reported_one_by_one_and_the_rest_completes(tmp_path: 
     assert {"good.md", "kept"} <= docs
     assert index.search("perfectly fine", mode="keyword")[0].doc_id == "good.md"
     assert index.get_document("kept").text.startswith("an earlier")
+
+
+def _sections(n: int) -> str:
+    """A small file that makes one chunk per line: the shape of a chunk-count attack."""
+    return "".join(f"# h{i}\n\nx\n\n" for i in range(n))
+
+
+def test_a_file_over_the_chunk_budget_is_skipped_naming_the_setting(tmp_path: Path) -> None:
+    # 2,000 one-line sections (28 KB) would make 2,000 chunks: each a vector to embed and
+    # store. Over chunking.max_chunks the file is skipped as too big; the rest is indexed.
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "spam.md").write_text(_sections(2000), encoding="utf-8")
+    (folder / "fine.md").write_text(_sections(50), encoding="utf-8")
+    settings = EngineSettings.model_validate({"chunking": {"max_chunks": 100}})
+    index = Index(embedder=CountingEmbedder(), settings=settings)
+    report = sync_folder(index, folder, corpus="c")
+    skipped = {Path(f.path).name: f.reason for f in report.skipped}
+    assert set(skipped) == {"spam.md"}
+    assert skipped["spam.md"] == "it makes 2,000 chunks; the limit is chunking.max_chunks (100)"
+    assert {d.doc_id for d in index.list_documents(corpus="c")} == {"fine.md"}
+    # The library refuses such a document the same way, writing nothing.
+    with pytest.raises(TooLargeError, match=r"chunking\.max_chunks \(100\)"):
+        index.add_documents({"spam": _sections(101)}, corpus="c")
+    assert index.add_documents({"ok": _sections(100)}, corpus="c").added == 1
+    assert {d.doc_id for d in index.list_documents(corpus="c")} == {"fine.md", "ok"}
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="drops to the 'nobody' user, which needs root")

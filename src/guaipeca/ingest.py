@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import json
 import logging
 import multiprocessing
 import os
@@ -34,6 +33,7 @@ from guaipeca.convert import (
     OcrOptions,
     convert_bytes,
 )
+from guaipeca.convert.cache import ConversionCache, cache_key
 from guaipeca.errors import (
     ConversionError,
     ConversionTimeoutError,
@@ -68,11 +68,6 @@ AUTO_WORKERS = 4
 AUTO_WORKERS_MIN_FILES = 32
 #: How many of the slowest files a run reports.
 SLOWEST_FILES = 5
-# Bump when converter output changes, so cached conversions are redone.
-# 2: encodings detected, images and link targets dropped, OCR, conversion metadata.
-# 3: reStructuredText (.rst, and RST saved as .txt) and AsciiDoc converted to Markdown.
-CONVERTER_VERSION = 3
-_OCR_FORMATS = ("pdf", "image")
 _ADD_BATCH_CHARS = 2_000_000
 Progress = Callable[[int, int], None]
 # Why a file was skipped, not failed: nothing is wrong with it, it just holds nothing to index
@@ -118,82 +113,6 @@ class SyncReport:
     def indexed(self) -> bool:
         """Whether any file of the folder is in the corpus now (new, changed or unchanged)."""
         return bool(self.added or self.changed or self.unchanged)
-
-
-class ConversionCache:
-    """Converted Markdown by source-file SHA-256, under ``<data>/converted/`` (JSON files).
-
-    ``ocr_key`` names the OCR settings in use: a PDF or image converted under other settings
-    (OCR off then on, another language) is a cache miss."""
-
-    def __init__(self, folder: Path | None, ocr_key: str = "") -> None:
-        self.folder = folder
-        self.ocr_key = ocr_key
-
-    def _path(self, sha: str) -> Path | None:
-        return self.folder / sha[:2] / f"{sha}.json" if self.folder else None
-
-    def get(self, sha: str) -> Converted | None:
-        path = self._path(sha)
-        if path is None or not path.exists():
-            return None
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-            if raw.get("version") != CONVERTER_VERSION or "text_sha256" not in raw:
-                return None
-            if raw["format"] in _OCR_FORMATS and raw.get("ocr") != self.ocr_key:
-                return None
-            if hashlib.sha256(raw["text"].encode("utf-8")).hexdigest() != raw["text_sha256"]:
-                raise ValueError("checksum mismatch")  # damaged, yet still valid JSON
-            pages = raw["page_starts"]
-            return Converted(
-                text=raw["text"],
-                page_starts=tuple(pages) if pages is not None else None,
-                format=raw["format"],
-                warnings=tuple(raw["warnings"]),
-                metadata=dict(raw.get("metadata") or {}),
-            )
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            # A damaged cache entry is only a cache miss: convert again.
-            log.warning("conversion cache entry %s is unreadable; converting again", path.name)
-            return None
-
-    def put(self, sha: str, converted: Converted) -> None:
-        path = self._path(sha)
-        if path is None:
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            self._write(tmp, converted)
-        except OSError:  # a full disk: leave no partial entry behind
-            tmp.unlink(missing_ok=True)
-            raise
-        os.replace(tmp, path)
-
-    def _write(self, tmp: Path, converted: Converted) -> None:
-        tmp.write_text(
-            json.dumps(
-                {
-                    "version": CONVERTER_VERSION,
-                    "text": converted.text,
-                    "text_sha256": hashlib.sha256(converted.text.encode("utf-8")).hexdigest(),
-                    "page_starts": converted.page_starts,
-                    "format": converted.format,
-                    "warnings": list(converted.warnings),
-                    "metadata": converted.metadata,
-                    "ocr": self.ocr_key,
-                },
-                ensure_ascii=False,
-            ),
-            encoding="utf-8",
-        )
-
-
-def cache_key(ocr: OcrOptions) -> str:
-    """What the conversion cache records of the OCR settings (see ``ConversionCache``)."""
-    engine = ocr.engine()
-    return f"{engine}:{ocr.max_pages}:{ocr.dpi}" if engine else "off"
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,16 +224,27 @@ def _worker(
         seconds = 0.0
     else:
         result, seconds = _timed_convert(path, max_bytes, limits, ocr, PurePosixPath(doc_id).name)
+    planned, plan = _planned(result, doc_id, plan_for)
+    return planned, seconds, plan
+
+
+def _planned(
+    result: Converted | _Refused, doc_id: str, plan_for: _PlanFor
+) -> tuple[Converted | _Refused, ChunkPlan | None]:
+    """``result`` chunked and enriched, or why it is refused (over chunking.max_chunks)."""
     if isinstance(result, _Refused):
-        return result, seconds, None
-    plan = plan_chunks(
-        f"{plan_for.corpus}/{doc_id}",
-        result.text,
-        result.page_starts,
-        plan_for.language,
-        plan_for.settings,
-    )
-    return result, seconds, plan
+        return result, None
+    try:
+        plan = plan_chunks(
+            f"{plan_for.corpus}/{doc_id}",
+            result.text,
+            result.page_starts,
+            plan_for.language,
+            plan_for.settings,
+        )
+    except TooLargeError as exc:
+        return _Refused(str(exc), TOO_BIG), None
+    return result, plan
 
 
 def _convert_path(
@@ -628,7 +558,7 @@ def _conversions(
     """``(candidate, converted or reason, seconds, freshly converted, chunk plan)`` in the
     order of ``candidates``. With ``workers`` > 1, worker processes run ahead of the
     consumer converting files (cached ones are not converted again) and chunking and
-    enriching them; with one, the index chunks them (plan None): the same result."""
+    enriching them; with one, the same happens in this process."""
     cached = {c.rel: hit for c in candidates if not force and (hit := cache.get(c.sha256))}
     if workers > 1 and len(candidates) > 1:
         # spawn, not fork: the parent may hold ONNX Runtime and tantivy threads.
@@ -654,11 +584,17 @@ def _conversions(
         return
 
     def inline() -> Iterator[_Result]:
+        # Chunked here as a worker would, so a document over chunking.max_chunks is one
+        # skipped file, not a failed batch (the index uses the plan: no work is repeated).
         for c in candidates:
-            if c.rel in cached:
-                yield c, cached[c.rel], 0.0, False, None
-            else:
-                yield c, *_timed_convert(str(c.real), *reading, c.path.name), True, None
+            fresh = c.rel not in cached
+            converted, seconds = (
+                _timed_convert(str(c.real), *reading, c.path.name)
+                if fresh
+                else (cached[c.rel], 0.0)
+            )
+            result, plan = _planned(converted, c.rel, plan_for)
+            yield c, result, seconds, fresh, plan
 
     yield inline()
 

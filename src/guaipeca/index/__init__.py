@@ -7,5 +7,6 @@ Everything above it (agentic, ingest, evaluate, the CLI and the server) uses thi
 from guaipeca.config import MAX_TOP_K
 from guaipeca.index.checks import MAX_QUERY_CHARS
 from guaipeca.index.facade import Index
+from guaipeca.index.write import check_chunk_count, count_chunks
 
-__all__ = ["MAX_QUERY_CHARS", "MAX_TOP_K", "Index"]
+__all__ = ["MAX_QUERY_CHARS", "MAX_TOP_K", "Index", "check_chunk_count", "count_chunks"]

@@ -23,7 +23,7 @@ from guaipeca.config import EngineSettings
 from guaipeca.embed import Embedder, embedding_input
 from guaipeca.enrich import Enrichment
 from guaipeca.enrich.pipeline import LLMCache, llm_pass, local_pass, stored_form
-from guaipeca.errors import InvalidArgumentError
+from guaipeca.errors import InvalidArgumentError, TooLargeError
 from guaipeca.store.contract import CorpusStore, PreparedDocument
 from guaipeca.store.embedded import Catalog
 from guaipeca.store.embedded.corpus import Corpus
@@ -321,9 +321,31 @@ def plan_chunks(
         max_size=settings.chunking.max_size,
         page_starts=_canonical_page_starts(raw_text, page_starts),
     )
+    check_chunk_count(len(chunks), settings)
     enrichments = local_pass([c.text for c in chunks], language, settings.enrich)
     key = _plan_key(doc_key, sha, language, settings)
     return ChunkPlan(key, list(chunks), enrichments)
+
+
+def check_chunk_count(count: int, settings: EngineSettings) -> None:
+    """Refuse a document that makes more than ``chunking.max_chunks`` chunks: each costs a
+    vector, an embedding and index rows, so a small file of one-line sections could
+    otherwise cost hours of embedding and gigabytes of index.
+
+    Raises:
+        TooLargeError: over the limit (a folder sync skips the file as "too big").
+    """
+    limit = settings.chunking.max_chunks
+    if count > limit:
+        raise TooLargeError(
+            f"it makes {count:,} chunks; the limit is chunking.max_chunks ({limit:,})"
+        )
+
+
+def count_chunks(raw_text: str, settings: EngineSettings) -> int:
+    """How many chunks ``raw_text`` makes (chunking only: no enrichment, no embedding)."""
+    text = canonicalize(raw_text)
+    return len(chunk_text(text, doc_key="count", max_size=settings.chunking.max_size))
 
 
 class _Pending:

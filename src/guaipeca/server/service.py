@@ -26,7 +26,7 @@ from guaipeca.errors import (
     disk_full,
     free_bytes,
 )
-from guaipeca.index import Index
+from guaipeca.index import Index, check_chunk_count, count_chunks
 from guaipeca.ingest import ConversionCache, SyncReport, cache_key, contained, sync_folder
 from guaipeca.progress import RoundLog
 from guaipeca.server.access import AccessPolicy
@@ -514,6 +514,9 @@ class Service:
                 ocr=ocr,
                 cancel=cancel,
             )
+            # Refused here, not by the index run after the file is written.
+            engine = self.settings.engine()
+            check_chunk_count(count_chunks(converted.text, engine), engine)
         except ConversionError as exc:
             raise InvalidArgumentError(
                 f"{name!r} cannot be read as a {ext} file: {exc}; nothing was written"

@@ -639,6 +639,28 @@ async def test_upload_without_auto_index_only_writes(
     assert "later.txt" not in {d.doc_id for d in service.index.list_documents()}
 
 
+@pytest.mark.anyio
+async def test_upload_of_a_file_over_the_chunk_budget_writes_nothing(
+    service: Service, loaded: LoadedSettings, tmp_path: Path
+) -> None:
+    # 2 KB of one-line sections makes 150 chunks, over chunking.max_chunks (100 here):
+    # refused before anything is written, not skipped by the index run after.
+    settings = loaded.settings.model_copy(
+        update={"chunking": loaded.settings.chunking.model_copy(update={"max_chunks": 100})}
+    )
+    tight = Service(service.index, LoadedSettings(settings, loaded.source, loaded.data_dir))
+    spam = "".join(f"# h{i}\n\nx\n\n" for i in range(150)).encode()
+    before = listing(tmp_path)
+    async with Client(build_server(tight)) as client:
+        args = {"corpus": "docs", "filename": "spam.md", "content_base64": b64(spam)}
+        message = error(await client.call_tool("upload", args))
+    assert message.endswith(
+        "'spam.md' cannot be read as a .md file: it makes 150 chunks; the limit is "
+        "chunking.max_chunks (100); nothing was written"
+    )
+    assert listing(tmp_path) == before
+
+
 TRAVERSALS = [
     "../x.md",
     "/etc/passwd",

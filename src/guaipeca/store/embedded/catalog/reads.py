@@ -4,6 +4,7 @@ terms and the LLM answer cache."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -17,7 +18,34 @@ from guaipeca.store.embedded.catalog.connection import CatalogConnection
 from guaipeca.store.embedded.catalog.sql import CHUNK_SELECT, EMBEDDED, chunk_row
 from guaipeca.store.filters import compile_where
 
-__all__ = ["Catalog"]
+__all__ = ["Catalog", "text_part"]
+
+
+# Bytes of a document's text read at a time by :meth:`Catalog.document_part`.
+_PIECE = 1 << 18
+
+
+def text_part(blob: sqlite3.Blob, offset: int, limit: int) -> tuple[str, int]:
+    """``(text[offset:offset + limit], len(text))`` of the UTF-8 text in ``blob``, reading
+    it in pieces of ``_PIECE`` bytes, each cut before its last character's first byte so
+    no character is split."""
+    size, pos, chars = len(blob), 0, 0
+    parts: list[str] = []
+    while pos < size:
+        blob.seek(pos)
+        raw = blob.read(_PIECE)
+        cut = len(raw)
+        if pos + cut < size:  # back off to the start of the last character
+            cut -= 1
+            while cut > 0 and raw[cut] & 0xC0 == 0x80:
+                cut -= 1
+        piece = raw[:cut].decode("utf-8")
+        lo, hi = max(offset - chars, 0), min(offset + limit - chars, len(piece))
+        if lo < hi:
+            parts.append(piece[lo:hi])
+        chars += len(piece)
+        pos += cut
+    return "".join(parts), chars
 
 
 class Catalog(CatalogConnection):
@@ -76,18 +104,25 @@ class Catalog(CatalogConnection):
 
     def document_part(self, doc_id: str, offset: int, limit: int) -> tuple[DocRow, int] | None:
         """The document with ``text[offset:offset + limit]`` as its text, and the whole
-        text's length in characters. SQLite cuts the text (``substr`` and ``length`` count
-        characters, as Python does), so a reader of a 20-million-character document holds
-        the part asked for, not the document."""
+        text's length in characters. The text is read through SQLite's incremental blob
+        I/O a piece at a time (``substr`` and ``length`` would load all of it into memory),
+        so a reader of a 20-million-character document holds the part asked for, not the
+        document. One read transaction: a writer meanwhile changes nothing seen here."""
         with self._reading() as db:
-            r = db.execute(
-                "SELECT doc_pk, doc_id, source_path, substr(text, ?, ?), metadata, "
-                "chunk_count, length(text) FROM documents WHERE doc_id = ?",
-                (offset + 1, limit, doc_id),
-            ).fetchone()
-        if r is None:
-            return None
-        return DocRow(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5]), int(r[6])
+            db.execute("BEGIN")
+            try:
+                r = db.execute(
+                    "SELECT doc_pk, doc_id, source_path, metadata, chunk_count "
+                    "FROM documents WHERE doc_id = ?",
+                    (doc_id,),
+                ).fetchone()
+                if r is None:
+                    return None
+                with db.blobopen("documents", "text", r[0], readonly=True) as blob:
+                    text, chars = text_part(blob, offset, limit)
+            finally:
+                db.execute("COMMIT")
+        return DocRow(r[0], r[1], r[2], text, json.loads(r[3]), r[4]), chars
 
     def signature(self, doc_id: str) -> tuple[str, dict[str, Any], str | None] | None:
         """``(text_sha256, metadata, source_path)`` of a stored document."""
