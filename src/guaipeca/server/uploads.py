@@ -37,7 +37,7 @@ from guaipeca.errors import (
     StoppedError,
     WriteQueueFullError,
 )
-from guaipeca.server.asgi import error_response
+from guaipeca.server.asgi import error_response, queue_full_response
 from guaipeca.server.files import PreparedUpload
 from guaipeca.server.jobs import UploadLink, current_upload
 from guaipeca.server.schema import UploadOut
@@ -96,7 +96,7 @@ def _outcome(exc: BaseException | None, out: UploadOut | None, service: Service)
     if exc is None and out is not None:
         return JSONResponse(out.model_dump(mode="json"))
     if isinstance(exc, WriteQueueFullError):
-        return error_response(429, str(exc), {"Retry-After": str(exc.retry_after)})
+        return queue_full_response(exc)
     if isinstance(exc, StoppedError):
         return error_response(503, service.sanitise(str(exc)))
     if isinstance(exc, DiskFullError):
