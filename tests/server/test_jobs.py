@@ -47,6 +47,7 @@ def test_a_finished_job_is_read_back_by_its_owner_only_after_a_restart(tmp_path:
     assert again.get(job.id, "jwt:bob") is None  # someone else's: as if unknown
     assert again.get(job.id[:-1] + "x", "token:alice") is None
     assert job.id not in path.read_bytes().decode("latin-1")  # only its hash is stored
+    assert path.stat().st_mode & 0o077 == 0
 
 
 def test_a_job_left_running_ends_failed_at_the_next_start(tmp_path: Path) -> None:
@@ -105,6 +106,14 @@ def test_an_unusable_jobs_file_keeps_jobs_in_memory_with_one_warning(
     assert other.state == "running"
     warnings = [r for r in caplog.records if "jobs are kept in memory" in r.getMessage()]
     assert len(warnings) == 1
+
+
+def test_a_damaged_jobs_file_keeps_jobs_in_memory(tmp_path: Path) -> None:
+    path = tmp_path / JOBS_FILE
+    path.write_bytes(b"not a database at all, " * 100)
+    jobs = _reopen(path)
+    job = jobs.start("token:alice", "upload")
+    assert not jobs.persistent and jobs.get(job.id, "token:alice") is job
 
 
 def test_a_full_disk_under_the_jobs_file_falls_back_to_memory(

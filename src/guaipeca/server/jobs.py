@@ -226,16 +226,25 @@ class Jobs:
             jobs.prune(time.time() - self.keep_seconds, _MAX_KEPT)
             for job in jobs.load():
                 if job.state == "running" and jobs.alone:
-                    error = self._interrupted(job) if self._interrupted else "interrupted"
                     job.state, job.status, job.finished = "failed", 503, time.time()
-                    job.body = {"error": error}
+                    job.body = {"error": self._end_interrupted(job)}
                     jobs.put(job)
                 self._jobs[job.key] = job
-        except (OSError, sqlite3.Error) as exc:
+        except (OSError, sqlite3.Error, ValueError, TypeError) as exc:  # also a damaged row
             jobs.close()
             self._give_up(exc)
             return
         self._file = jobs
+
+    def _end_interrupted(self, job: Job) -> str:
+        fallback = "the server restarted before the upload ended; send it again"
+        if self._interrupted is None:
+            return fallback
+        try:
+            return self._interrupted(job)
+        except Exception:  # telling what became of the file must not stop the server
+            log.exception("jobs: cannot tell what became of an interrupted upload")
+            return fallback
 
     def _write(self, change: Callable[[_JobFile], None]) -> None:
         if self._file is None:
@@ -279,6 +288,7 @@ class _JobFile:
     to end at start."""
 
     def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             try:  # alone now? then the running jobs in the file are a dead process's
@@ -287,6 +297,8 @@ class _JobFile:
             except BlockingIOError:
                 self.alone = False
             fcntl.flock(self._lock_fd, fcntl.LOCK_SH)  # tell later servers we are here
+            # Owners and answers are nobody else's business (SQLite's journal copies the mode).
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         except BaseException:
             os.close(self._lock_fd)
