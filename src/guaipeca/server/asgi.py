@@ -12,6 +12,8 @@ from typing import Final, Literal
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
+from guaipeca.errors import WriteQueueFullError
+
 __all__ = [
     "IDENTITY_SCOPE_KEY",
     "PRINCIPAL_SCOPE_KEY",
@@ -22,6 +24,7 @@ __all__ = [
     "error_response",
     "identity_of",
     "principal_of",
+    "queue_full_response",
     "refuse",
 ]
 
@@ -59,6 +62,12 @@ def error_response(
 ) -> JSONResponse:
     """The one shape of every refusal: ``{"error": message}``."""
     return JSONResponse({"error": message}, status_code=status_code, headers=headers)
+
+
+def queue_full_response(exc: WriteQueueFullError) -> JSONResponse:
+    """The one answer to a write refused for a full write queue, on every HTTP route:
+    429 with ``Retry-After``."""
+    return error_response(429, str(exc), {"Retry-After": str(exc.retry_after)})
 
 
 def identity_of(scope: Scope) -> str | None:

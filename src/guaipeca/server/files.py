@@ -7,6 +7,7 @@ import binascii
 import contextlib
 import errno
 import fnmatch
+import hashlib
 import os
 import re
 import secrets
@@ -32,7 +33,9 @@ __all__ = [
     "existing_is_same",
     "fsync_dir",
     "real_path",
+    "remove_temp_uploads",
     "same_bytes",
+    "sha256_of",
     "too_large",
     "write_new",
     "write_upload",
@@ -45,6 +48,10 @@ MAX_PATH_BYTES = 4096
 #: Deepest subfolder an upload may name.
 MAX_SUBFOLDER_DEPTH = 16
 
+# An upload's temporary file while it is written: hidden, and with a suffix no corpus
+# indexes, so a concurrent folder scan skips it.
+_TEMP_PREFIX = ".guaipeca-"
+_TEMP_SUFFIX = ".upload"
 _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 # Control, format (e.g. right-to-left override), private-use, surrogate, unassigned and
 # line/paragraph separator characters: invisible or misleading in a file name.
@@ -138,7 +145,7 @@ def write_new(target: Path, data: bytes, *, overwrite: bool, shown: str) -> bool
     )
     # Hidden and with a suffix no corpus indexes, so a concurrent folder scan skips it; short,
     # so that a name of MAX_NAME_BYTES still has a temporary name the file system accepts.
-    tmp = target.with_name(f".guaipeca-{secrets.token_hex(6)}.upload")
+    tmp = target.with_name(f"{_TEMP_PREFIX}{secrets.token_hex(6)}{_TEMP_SUFFIX}")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(tmp, flags, 0o666)
     try:
@@ -164,6 +171,35 @@ def write_new(target: Path, data: bytes, *, overwrite: bool, shown: str) -> bool
             os.unlink(tmp)
     fsync_dir(target.parent)
     return existed
+
+
+def remove_temp_uploads(folder: Path) -> int:
+    """Remove the temporary files a killed :func:`write_new` left in ``folder`` (hidden,
+    with a suffix no corpus indexes, so never indexed); how many. Only for a folder no
+    upload is being written into now."""
+    removed = 0
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            name = entry.name
+            if name.startswith(_TEMP_PREFIX) and name.endswith(_TEMP_SUFFIX):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+                    removed += 1
+    if removed:
+        fsync_dir(folder)
+    return removed
+
+
+def sha256_of(path: Path) -> str | None:
+    """The SHA-256 of the file at ``path`` (hex), or None when there is no readable file."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while block := fh.read(1 << 20):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def same_bytes(path: Path, data: bytes) -> bool:

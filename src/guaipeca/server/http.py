@@ -59,7 +59,7 @@ from guaipeca.errors import (
     WriteQueueFullError,
 )
 from guaipeca.server.access import AccessMiddleware, AuditRefusals
-from guaipeca.server.asgi import caller_of, error_response, identity_of
+from guaipeca.server.asgi import caller_of, error_response, identity_of, queue_full_response
 from guaipeca.server.bind import listen
 from guaipeca.server.connections import TimedH11Protocol
 from guaipeca.server.departure import DepartureMiddleware
@@ -303,7 +303,7 @@ class _PlainRoutes:
             relative, _ = await anyio.to_thread.run_sync(_locate, service, corpus, filename)
             out = await service.writes.run(functools.partial(service.delete, corpus, relative))
         except WriteQueueFullError as exc:
-            return error_response(429, str(exc), {"Retry-After": str(exc.retry_after)})
+            return queue_full_response(exc)
         except UnsafePathError:
             return error_response(400, "invalid path")
         except (_NotFound, NotFoundError):

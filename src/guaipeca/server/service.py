@@ -39,11 +39,13 @@ from guaipeca.server.files import (
     existing_is_same,
     fsync_dir,
     real_path,
+    remove_temp_uploads,
+    sha256_of,
     write_upload,
 )
 from guaipeca.server.guard import CorpusGuard
 from guaipeca.server.idle import ToolCalls
-from guaipeca.server.jobs import Jobs
+from guaipeca.server.jobs import JOBS_FILE, Job, Jobs, StoreStage
 from guaipeca.server.limits import TokenBucket
 from guaipeca.server.quota import UploadLedger
 from guaipeca.server.schema import (
@@ -101,8 +103,9 @@ class Service:
         )
         #: Where uploads convert before they take their write turn (server/uploads.py).
         self.conversions = ConversionSlots(CONVERSIONS_AT_ONCE)
-        #: Uploads answered 202 before their work was done (GET /jobs/{id}).
-        self.jobs = Jobs()
+        #: Uploads answered 202 before their work was done (GET /jobs/{id}), kept in the
+        #: data folder across restarts.
+        self.jobs = Jobs(loaded.data_dir / JOBS_FILE, interrupted=self._interrupted_upload)
         up = loaded.settings.upload
         #: The bytes each identity's uploads keep (server/quota.py).
         self.ledger = UploadLedger(
@@ -548,6 +551,8 @@ class Service:
         # Again in the write turn: one identity's uploads converting together all passed
         # the early check; here they land one at a time.
         self.ledger.check(current_caller(), ready.corpus, ready.rel, len(data), self._upload_path)
+        # Its job (if it has one) notes where the file goes: a restart can tell if it landed.
+        self.jobs.storing(StoreStage(str(target), shown, sha, new))
         with self.watching_disk(root):
             replaced = (
                 False
@@ -583,6 +588,31 @@ class Service:
             format=ready.converted.format,
             warnings=list(ready.converted.warnings),
             indexed=indexed,
+        )
+
+    def _interrupted_upload(self, job: Job) -> str:
+        """What became of an upload a previous server process left running (its job's
+        error): a conversion is in memory only, so nothing was written unless its store
+        had begun; a temporary file a killed write left is removed."""
+        again = "send it again (the same bytes are accepted)"
+        stage = job.store
+        if stage is None:
+            return (
+                "the server restarted before the upload ended; nothing from it was "
+                f"written or indexed: {again}"
+            )
+        target = Path(stage.target)
+        remove_temp_uploads(target.parent)
+        if sha256_of(target) == stage.sha256:
+            return (
+                f"the server restarted while {stage.shown} was being indexed: the file is "
+                "in the corpus folder but may not be indexed yet; the next index run "
+                f"indexes it, or {again}"
+            )
+        kept = "" if stage.new else " (the earlier version is unchanged)"
+        return (
+            f"the server restarted before {stage.shown} was written; nothing from it was "
+            f"written or indexed{kept}: {again}"
         )
 
     def _index_upload(self, corpus: str, shown: str) -> IndexSummary:

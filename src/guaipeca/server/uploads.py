@@ -38,8 +38,9 @@ from guaipeca.errors import (
     UploadQuotaError,
     WriteQueueFullError,
 )
-from guaipeca.server.asgi import error_response
+from guaipeca.server.asgi import error_response, queue_full_response
 from guaipeca.server.files import PreparedUpload
+from guaipeca.server.jobs import UploadLink, current_upload
 from guaipeca.server.schema import UploadOut
 from guaipeca.server.service import Service
 from guaipeca.server.writes import current_caller
@@ -96,7 +97,7 @@ def _outcome(exc: BaseException | None, out: UploadOut | None, service: Service)
     if exc is None and out is not None:
         return JSONResponse(out.model_dump(mode="json"))
     if isinstance(exc, WriteQueueFullError):
-        return error_response(429, str(exc), {"Retry-After": str(exc.retry_after)})
+        return queue_full_response(exc)
     if isinstance(exc, StoppedError):
         return error_response(503, service.sanitise(str(exc)))
     if isinstance(exc, DiskFullError | UploadQuotaError):
@@ -126,6 +127,8 @@ async def answer_upload(request: Request, service: Service, work: Awaitable[Uplo
     """Run ``work`` for ``request``: its answer when done within ``upload.answer_seconds``,
     else 202 with a job that runs on to its end; a client that leaves before either has
     ``work`` cancelled (nothing is written)."""
+    link = UploadLink()  # ties the work to its job, if it gets one; its task copies it
+    current_upload.set(link)
     task = asyncio.ensure_future(_settled(work, service))
     left = asyncio.ensure_future(_client_left(request))
     wait = service.settings.upload.answer_seconds
@@ -142,7 +145,7 @@ async def answer_upload(request: Request, service: Service, work: Awaitable[Uplo
         task.cancel()  # not accepted yet: stopped, nothing written
         log.info("upload cancelled: its client left before it was answered")
         return error_response(499, "the client left")
-    job = service.jobs.start(current_caller(), "upload")
+    job = service.jobs.start(current_caller(), "upload", link)
 
     def finished(done: asyncio.Future[Response]) -> None:
         if done.cancelled():  # the server stopped first

@@ -46,14 +46,16 @@ from guaipeca.errors import (
     UPLOAD_QUOTA_HINT,
     GuaipecaError,
     NotFoundError,
+    StoppedError,
+    WriteQueueFullError,
 )
-from guaipeca.server.asgi import error_response, principal_of
+from guaipeca.server.asgi import error_response, principal_of, queue_full_response
 from guaipeca.server.files import PreparedUpload
 from guaipeca.server.limits import json_body
 from guaipeca.server.service import Service
 from guaipeca.server.uploads import answer_upload, convert_then_store, job_routes
 from guaipeca.server.webrender import MAX_RENDER_CHARS, render_markdown
-from guaipeca.server.writes import QUEUE_FULL, WRITE_TOOLS, current_caller
+from guaipeca.server.writes import WRITE_TOOLS
 
 __all__ = ["WEB_PAGE_PATHS", "web_routes"]
 
@@ -193,26 +195,29 @@ class _WebApi:
             return error_response(400, str(exc))
         if not isinstance(arguments, dict):
             return error_response(400, "the body must be a JSON object of tool arguments")
-        refused = service.writes.refusal(current_caller()) if name in WRITE_TOOLS else None
-        if refused is not None:  # the write queue is full for this caller: an HTTP 429
-            return error_response(429, str(refused), {"Retry-After": str(refused.retry_after)})
+        if name not in WRITE_TOOLS:
+            return await self._run_tool(name, arguments)
         try:
-            result = await server.call_tool(name, arguments)
+            # The call's one admission to the write queue: the tool runs in this place.
+            async with service.writes.admitted():
+                return await self._run_tool(name, arguments)
+        except WriteQueueFullError as exc:
+            return queue_full_response(exc)
+        except StoppedError as exc:
+            return error_response(503, str(exc))
+
+    async def _run_tool(self, name: str, arguments: dict[str, Any]) -> Response:
+        """The tool's structured result, or its error as one line."""
+        service = self.service
+        try:
+            result = await self.server.call_tool(name, arguments)
         except (ToolError, MCPError) as exc:
             message = service.sanitise(_tool_error_message(name, exc))
-            if name in WRITE_TOOLS and message.startswith(QUEUE_FULL):
-                # Callers that passed the check above together: the queue refused the rest.
-                retry = str(service.writes.retry_after())
-                return error_response(429, message, {"Retry-After": retry})
             return error_response(_tool_error_status(name, message), message)
         if not isinstance(result, CallToolResult):  # no tool of ours asks for input
             return error_response(500, "internal error")
         if result.is_error:
             text = " ".join(c.text for c in result.content if isinstance(c, TextContent))
-            if name in WRITE_TOOLS and text.startswith(QUEUE_FULL):
-                # Callers that passed the check above together: the queue refused the rest.
-                retry = str(service.writes.retry_after())
-                return error_response(429, text, {"Retry-After": retry})
             status = _tool_error_status(name, text)
             return error_response(status, service.sanitise(text or "the tool failed"))
         return JSONResponse(result.structured_content or {})

@@ -10,6 +10,12 @@ routes, a tool error saying when to retry over MCP).
 The caller is the identity the auth middleware found (else the client address), carried to
 the tool call in a context variable: an MCP session runs its calls in the context of the
 request that opened it, and sessions are bound to their identity.
+
+One admission check: :meth:`WriteQueue.admitted` is the only place a write is let in or
+refused (with :class:`~guaipeca.errors.WriteQueueFullError`, which carries the retry delay).
+A place taken there is shared with the admissions nested in its block, in the same context
+(a web API call admits, then the tool it calls runs in its place), so nothing is checked
+twice and no text is matched to tell a full queue.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Final, TypeVar
 
 import anyio
@@ -28,11 +35,7 @@ import anyio.to_thread
 
 from guaipeca.errors import StoppedError, WriteQueueFullError
 
-#: How a write refused for a full queue starts (a tool's error text is matched on it).
-QUEUE_FULL: Final = "too many writes"
-
 __all__ = [
-    "QUEUE_FULL",
     "STDIO",
     "WRITE_TOOLS",
     "ConversionSlots",
@@ -55,6 +58,22 @@ _MAX_RETRY_SECONDS: Final = 300
 
 def current_caller() -> str:
     return caller.get()
+
+
+@dataclass(eq=False)
+class _Place:
+    """A place in a queue, held by the admissions that share it (see the module's
+    docstring); the caller's count drops when the last one leaves."""
+
+    queue: WriteQueue
+    who: str
+    holders: int = 1
+
+
+# The place the admission running in this context holds (tasks started inside copy it).
+_held: contextvars.ContextVar[_Place | None] = contextvars.ContextVar(
+    "guaipeca_write_place", default=None
+)
 
 
 class WriteQueue:
@@ -88,7 +107,7 @@ class WriteQueue:
         mean = sum(self._recent) / len(self._recent) if self._recent else 1.0
         return max(1, min(_MAX_RETRY_SECONDS, math.ceil(mean * max(1, self.queued))))
 
-    def refusal(self, who: str) -> WriteQueueFullError | None:
+    def _refusal(self, who: str) -> WriteQueueFullError | None:
         """Why a new write from ``who`` would be refused now, or None."""
         mine = self._by_caller.get(who, 0)
         if mine >= self.per_caller:
@@ -97,33 +116,51 @@ class WriteQueue:
             reason = f"{self.queued} writes (index, upload, delete) are queued"
         else:
             return None
-        return WriteQueueFullError(f"{QUEUE_FULL}: {reason}", self.retry_after())
+        return WriteQueueFullError(f"too many writes: {reason}", self.retry_after())
 
     @contextlib.asynccontextmanager
     async def admitted(self, who: str | None = None) -> AsyncIterator[str]:
         """A place in the queue for ``who`` (default: the current caller), counted against
         the bounds while the block runs: an upload holds it while it converts, outside the
-        write turn, and takes the turn (:meth:`locked`) only to store.
+        write turn, and takes the turn (:meth:`locked`) only to store. Inside the block of
+        an admission of the same caller (this context, or a task started in it while it
+        held its place), the place is shared, not taken again: the web API admits a write
+        tool's call once, and the tool runs in that place.
 
         Raises:
             StoppedError: the server is shutting down.
-            WriteQueueFullError: the queue is full for ``who``.
+            WriteQueueFullError: the queue is full for ``who``: the one refusal of a write
+                for a full queue (HTTP 429 with ``Retry-After``; a tool error over MCP).
         """
         who = who if who is not None else current_caller()
-        if self.stopping.is_set():
-            raise StoppedError("the server is shutting down; retry once it is back")
-        refused = self.refusal(who)
-        if refused is not None:
-            raise refused
-        self._by_caller[who] = self._by_caller.get(who, 0) + 1
+        place = _held.get()
+        if place is not None and place.queue is self and place.who == who and place.holders:
+            place.holders += 1  # a nested admission: the caller is in already
+        else:
+            if self.stopping.is_set():
+                raise StoppedError("the server is shutting down; retry once it is back")
+            refused = self._refusal(who)
+            if refused is not None:
+                raise refused
+            self._by_caller[who] = self._by_caller.get(who, 0) + 1
+            place = _Place(self, who)
+        token = _held.set(place)
         try:
             yield who
         finally:
-            left = self._by_caller[who] - 1
-            if left:
-                self._by_caller[who] = left
-            else:
-                del self._by_caller[who]
+            with contextlib.suppress(ValueError):  # left in another context: nothing to undo
+                _held.reset(token)
+            self._leave(place)
+
+    def _leave(self, place: _Place) -> None:
+        place.holders -= 1
+        if place.holders:
+            return
+        left = self._by_caller[place.who] - 1
+        if left:
+            self._by_caller[place.who] = left
+        else:
+            del self._by_caller[place.who]
 
     async def locked(self, fn: Callable[[], T]) -> T:
         """``fn()`` in a worker thread once every earlier write is done (the caller holds a
