@@ -80,7 +80,10 @@ class Jobs:
         """``owner``'s job ``job_id``, or None (unknown, expired or someone else's)."""
         self._forget_old()
         job = self._jobs.get(job_id)
-        return job if job is not None and secrets.compare_digest(job.owner, owner) else None
+        # As bytes: compare_digest refuses str with non-ASCII characters (a JWT subject may
+        # have them).
+        mine = job is not None and secrets.compare_digest(job.owner.encode(), owner.encode())
+        return job if mine else None
 
     def running(self) -> int:
         return sum(1 for j in self._jobs.values() if j.state == "running")

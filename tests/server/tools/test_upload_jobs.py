@@ -179,3 +179,10 @@ async def test_an_upload_cancelled_while_it_waits_for_the_turn_writes_nothing(
     assert not (folder / "gone.md").exists()
     assert "gone.md" not in {d.doc_id for d in service.index.list_documents(limit=1000)}
     assert service.jobs.running() == 0
+
+
+def test_a_job_is_found_for_an_owner_with_non_ascii_characters(base: Service) -> None:
+    """A JWT subject may be 'joão': the owner check must not raise on it."""
+    job = base.jobs.start("joão", "upload")
+    assert base.jobs.get(job.id, "joão") is job
+    assert base.jobs.get(job.id, "joao") is None
