@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import socket
 import threading
@@ -314,7 +315,8 @@ def test_an_mcp_upload_past_answer_seconds_is_a_job_that_status_follows(
     Here Alice's upload queues behind a re-index that holds the write turn for the
     conversion budget: it answers "running" with a job after upload.answer_seconds;
     ``status`` with the job shows it running, then done with the answer a direct upload
-    gives; Bob gets "unknown job" for it, as for a missing one, and 404 on /jobs."""
+    gives; Bob gets "unknown job" for it, as for a missing one, and 404 on /jobs. Bob's
+    same call through ``POST /api/tools/upload`` is answered 202 with the job's place."""
     url, folder, _ = served
     text = b"# Queued\n\nA note about the quetzal harbor, queued behind a long re-index.\n"
     seen: dict[str, Any] = {}
@@ -333,6 +335,16 @@ def test_an_mcp_upload_past_answer_seconds_is_a_job_that_status_follows(
                 seen["foreign"] = _error_text(await bob.call_tool("status", {"job": job}))
                 seen["missing"] = _error_text(await bob.call_tool("status", {"job": "nope"}))
                 seen["written_while_held"] = (folder / "queued-mcp.md").exists()
+                # The same tool through the web API: 202 with the job's place.
+                seen["web"] = await anyio.to_thread.run_sync(
+                    functools.partial(
+                        httpx2.post,
+                        f"{url}/api/tools/upload",
+                        json=_upload_args("queued-web.md", text),
+                        headers=_bob(),
+                        timeout=60,
+                    )
+                )
             with anyio.fail_after(60):
                 while True:
                     status = await alice.call_tool("status", {"job": job})
@@ -370,6 +382,11 @@ def test_an_mcp_upload_past_answer_seconds_is_a_job_that_status_follows(
     same = ("state", "corpus", "bytes", "sha256", "replaced", "format", "warnings", "job")
     assert {k: result[k] for k in same} == {k: direct.json()[k] for k in same}
     assert (folder / "queued-mcp.md").read_bytes() == text
+    web = seen["web"]
+    assert web.status_code == 202 and web.json()["state"] == "running", web.text
+    assert web.headers["Location"] == f"/jobs/{web.json()['job']}"
+    web_outcome = _follow(url, web.json()["job"], _bob())
+    assert web_outcome["state"] == "done" and web_outcome["result"]["doc_id"] == "queued-web.md"
 
 
 def _raw_call_then_leave(
