@@ -8,17 +8,24 @@ and in :data:`current_departure`; the search gate links each search's cancel eve
 An MCP tool call runs in its session's task, not in the task of the ``POST`` that carries
 it, so the tool server reads the departure from the request the SDK hands it
 (:func:`departure_of`) and sets :data:`current_departure` itself.
+
+Writes follow it too (issue 29, item 2): a write tool waiting for the write queue is
+cancelled when its client leaves (:func:`until_departure`), and an upload not yet
+accepted as a job stops converting (server/uploads.py); nothing is written then.
 """
 
 from __future__ import annotations
 
 import contextvars
+import itertools
 import threading
-from collections.abc import Callable, Collection
-from typing import Final
+from collections.abc import Awaitable, Callable, Collection
+from typing import Final, TypeVar
 
 import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from guaipeca.errors import AbandonedError
 
 __all__ = [
     "DEPARTURE_SCOPE_KEY",
@@ -26,41 +33,60 @@ __all__ = [
     "DepartureMiddleware",
     "current_departure",
     "departure_of",
+    "until_departure",
 ]
+
+T = TypeVar("T")
 
 #: Where :class:`DepartureMiddleware` leaves the request's :class:`Departure`.
 DEPARTURE_SCOPE_KEY: Final = "guaipeca.departure"
 
 
 class Departure:
-    """Set once the client has left; then every linked cancel event is set.
+    """Set once the client has left; then every linked cancel event is set and every
+    callback called.
 
     Used on the event loop only (the events it sets are read by worker threads).
     """
 
     def __init__(self) -> None:
         self.gone = False
-        self._events: list[threading.Event] = []
+        self._callbacks: dict[int, Callable[[], None]] = {}
+        self._ids = itertools.count()
+
+    def on_leave(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` when the client leaves (at once if it has left); returns the
+        unlink to call once it no longer matters."""
+        if self.gone:
+            callback()
+            return lambda: None
+        key = next(self._ids)
+        self._callbacks[key] = callback
+
+        def unlink() -> None:
+            self._callbacks.pop(key, None)
+
+        return unlink
 
     def link(self, event: threading.Event) -> Callable[[], None]:
         """Set ``event`` when the client leaves (at once if it has left); returns the
         unlink to call once the event no longer matters."""
-        if self.gone:
-            event.set()
-            return lambda: None
-        self._events.append(event)
+        return self.on_leave(event.set)
 
-        def unlink() -> None:
-            if event in self._events:
-                self._events.remove(event)
-
-        return unlink
+    async def wait(self) -> None:
+        """Return once the client has left."""
+        left = anyio.Event()
+        unlink = self.on_leave(left.set)
+        try:
+            await left.wait()
+        finally:
+            unlink()
 
     def leave(self) -> None:
         self.gone = True
-        events, self._events = self._events, []
-        for event in events:
-            event.set()
+        callbacks, self._callbacks = list(self._callbacks.values()), {}
+        for callback in callbacks:
+            callback()
 
 
 #: The departure of the request the current tool call serves (None: stdio, or no HTTP).
@@ -72,6 +98,26 @@ current_departure: contextvars.ContextVar[Departure | None] = contextvars.Contex
 def departure_of(scope: Scope) -> Departure | None:
     value = scope.get(DEPARTURE_SCOPE_KEY)
     return value if isinstance(value, Departure) else None
+
+
+async def until_departure(fn: Callable[[], Awaitable[T]]) -> T:
+    """``await fn()``, cancelled if the client of the current request leaves first (a write
+    waiting for its turn never starts; one that started finishes, as a cancelled write does).
+
+    Raises:
+        AbandonedError: the client left and ``fn`` was cancelled.
+        Exception: whatever ``fn`` raised.
+    """
+    departure = current_departure.get()
+    if departure is None:  # stdio, or a request nobody watches
+        return await fn()
+    with anyio.CancelScope() as scope:
+        unlink = departure.on_leave(scope.cancel)
+        try:
+            return await fn()
+        finally:
+            unlink()
+    raise AbandonedError("cancelled: the client left before its write began; nothing was written")
 
 
 class DepartureMiddleware:

@@ -188,7 +188,9 @@ class Jobs:
             self._open()
             self._forget_old()
             job = self._jobs.get(_key(job_id))
-            if job is None or not secrets.compare_digest(job.owner, owner):
+            # As bytes: compare_digest refuses str with non-ASCII characters (a JWT subject
+            # may have them).
+            if job is None or not secrets.compare_digest(job.owner.encode(), owner.encode()):
                 return None
             job.id = job_id  # a job read back from the file knows only its key
             return job

@@ -8,7 +8,7 @@ with the description a client's model reads. They are filled by name from those 
 (:func:`chunk_out`, :func:`hit_out`), so no field list is written twice.
 """
 
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -288,6 +288,23 @@ class IndexingState(BaseModel):
     seconds: float = Field(description="seconds since this run started")
 
 
+class JobOut(BaseModel):
+    """An upload accepted as a job (``GET /jobs/{id}``, ``status`` with ``job``)."""
+
+    job: str
+    kind: str = Field(description="what the job does: upload")
+    state: Literal["running", "done", "failed"]
+    started: float = Field(description="Unix time")
+    finished: float | None = Field(None, description="Unix time (null: running)")
+    status: int | None = Field(
+        None, description="once ended: the HTTP status the upload's answer had (200: done)"
+    )
+    result: dict[str, Any] | None = Field(
+        None, description="done: the upload's answer (as the upload tool returns it)"
+    )
+    error: str | None = Field(None, description="failed: why; nothing was written")
+
+
 class StatusOut(BaseModel):
     version: str
     model: str
@@ -306,6 +323,9 @@ class StatusOut(BaseModel):
     backend: str = Field("embedded", description="storage backend: embedded or qdrant")
     backend_error: str | None = Field(
         None, description="why the storage backend (a Qdrant server) cannot be reached; null: up"
+    )
+    job: JobOut | None = Field(
+        None, description="the job asked for with the job argument (null: none asked for)"
     )
 
 
@@ -334,14 +354,36 @@ class FoldersOut(BaseModel):
 
 
 class UploadOut(BaseModel):
+    """A stored upload (state "done"), or one accepted as a job (state "running": only
+    ``corpus``, ``job``, ``poll`` and ``note`` are set)."""
+
+    state: Literal["done", "running"] = Field(
+        "done",
+        description="done: written (and indexed, as asked); running: not done within "
+        "upload.answer_seconds, it goes on as a job (see job)",
+    )
     corpus: str
-    doc_id: str = Field(description="the file's path in the corpus folder: its document id")
-    bytes: int
-    sha256: str
-    replaced: bool = Field(description="true when an existing file was overwritten")
-    format: str
-    warnings: list[str] = Field(description="notes from converting the file")
-    indexed: IndexSummary | None = Field(description="the indexing run (null: not indexed yet)")
+    doc_id: str | None = Field(
+        description="the file's path in the corpus folder: its document id (null: running)"
+    )
+    bytes: int | None = None
+    sha256: str | None = None
+    replaced: bool | None = Field(
+        None, description="true when an existing file was overwritten (null: running)"
+    )
+    format: str | None = None
+    warnings: list[str] = Field(default_factory=list, description="notes from converting the file")
+    indexed: IndexSummary | None = Field(
+        None, description="the indexing run (null: not indexed yet, or running)"
+    )
+    job: str | None = Field(
+        None,
+        description="running: the job's id; call status with job set to it for the outcome",
+    )
+    poll: str | None = Field(
+        None, description="running: where HTTP clients read the job (GET, same identity)"
+    )
+    note: str | None = Field(None, description="running: how to follow the job")
 
 
 class DeleteOut(BaseModel):

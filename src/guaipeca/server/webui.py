@@ -7,7 +7,7 @@
 - ``POST /api/tools/{name}``: calls one MCP tool with the JSON body as its arguments and
   answers its structured result, or ``{"error": ...}``. The same tools, validation, search
   gate and error sanitising as ``/mcp``, behind the same auth: nothing the caller could
-  not do over MCP already.
+  not do over MCP already. An ``upload`` accepted as a job answers 202 (``Location``).
 - ``PUT /api/upload?corpus=&filename=[&subfolder=][&overwrite=true]``: the file's raw
   bytes as the body (no base64), then the same checks as the ``upload`` tool; converted
   outside the write turn, answered 202 with a job when not done within
@@ -220,7 +220,10 @@ class _WebApi:
             text = " ".join(c.text for c in result.content if isinstance(c, TextContent))
             status = _tool_error_status(name, text)
             return error_response(status, service.sanitise(text or "the tool failed"))
-        return JSONResponse(result.structured_content or {})
+        out = result.structured_content or {}
+        if name == "upload" and out.get("state") == "running":  # accepted as a job
+            return JSONResponse(out, status_code=202, headers={"Location": str(out["poll"])})
+        return JSONResponse(out)
 
     async def me(self, request: Request) -> Response:
         guard, who = self.service.guard, principal_of(request.scope)

@@ -67,7 +67,7 @@ TOOLS = {
     "list_documents": (set(), {"corpus", "where", "limit", "offset"}, True, False),
     "get_toc": (set(), {"doc_id", "corpus", "document"}, True, False),
     "index": (set(), {"corpus", "force"}, False, False),
-    "status": (set(), set(), True, False),
+    "status": (set(), {"job"}, True, False),
     "list_folders": (set(), set(), True, False),
     "upload": (
         {"corpus", "filename"},

@@ -8,8 +8,9 @@ from typing import Annotated
 
 from pydantic import Field
 
-from guaipeca.errors import InvalidArgumentError
+from guaipeca.errors import InvalidArgumentError, NotFoundError
 from guaipeca.ingest import SyncReport
+from guaipeca.server.departure import until_departure
 from guaipeca.server.files import MAX_NAME_BYTES, PreparedUpload, decode_base64
 from guaipeca.server.overview import folders_of, status_of
 from guaipeca.server.schema import (
@@ -26,7 +27,8 @@ from guaipeca.server.tools.common import (
     in_thread,
     one_of,
 )
-from guaipeca.server.uploads import convert_then_store
+from guaipeca.server.uploads import convert_then_store, job_out, tool_upload
+from guaipeca.server.writes import current_caller
 
 __all__ = [
     "register_delete",
@@ -95,7 +97,8 @@ def register_index(tool: Registrar, service: Service) -> None:
                     reports.append(service.reindex(name, force=force))
             return reports
 
-        reports = await service.writes.run(run)
+        # A client that leaves while the run waits for its turn has it cancelled.
+        reports = await until_departure(functools.partial(service.writes.run, run))
         return IndexOut(corpora=[service.summary(r) for r in reports])
 
 
@@ -103,11 +106,33 @@ def register_status(tool: Registrar, service: Service) -> None:
     """Registers the ``status`` tool."""
 
     @tool("Index status", **READ_ONLY)
-    async def status() -> StatusOut:
+    async def status(
+        job: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=100,
+                description="The id of one of your upload jobs (an upload that answered "
+                "state 'running'): its state and outcome come back as job.",
+            ),
+        ] = None,
+    ) -> StatusOut:
         """The server's version, embedding model and dimension, every corpus with its
         topic, language, weight and document/chunk counts, corpora that cannot be used
-        (with the reason) and the indexing run in progress, if any."""
-        return await in_thread(functools.partial(status_of, service))
+        (with the reason) and the indexing run in progress, if any.
+
+        With job: also that upload job (one of yours), as job: its state (running, done
+        or failed) and, once it ended, result (the upload's answer) or error."""
+        found = None
+        if job is not None:  # someone else's job is as unknown as a missing one
+            found = service.jobs.get(job, current_caller())
+            if found is None:
+                raise NotFoundError(
+                    f"unknown job {job!r:.60}: no such job (unknown, expired, or not yours)"
+                )
+        out = await in_thread(functools.partial(status_of, service))
+        out.job = job_out(found) if found is not None else None
+        return out
 
 
 def register_list_folders(tool: Registrar, service: Service) -> None:
@@ -181,8 +206,13 @@ def register_upload(tool: Registrar, service: Service) -> None:
         Accepts only corpora listed in the server's upload.allow, file types in
         upload.allowed_extensions, and files that convert to text (a broken PDF is
         refused and nothing is written). An existing file is kept unless overwrite is
-        true. Returns the document id (its path in the corpus) and the indexing summary.
-        Give content_base64 (or content).
+        true. Returns the document id (its path in the corpus) and the indexing summary
+        (state "done"). Give content_base64 (or content).
+
+        A slow upload (a long conversion, OCR, a busy write queue) not done within the
+        server's upload.answer_seconds returns state "running" and a job id instead: it
+        goes on, and status with that job gives its outcome (the same answer, or the
+        error). A call cancelled before then writes nothing.
         """
         encoded = one_of("content_base64", content_base64, "content", content)
         service.writable_corpus(corpus)  # before anything is decoded
@@ -193,8 +223,10 @@ def register_upload(tool: Registrar, service: Service) -> None:
                 corpus, filename, data, subfolder=subfolder, overwrite=overwrite, cancel=cancel
             )
 
-        # Converted outside the write turn; a cancelled call (its client left) stops there.
-        return await convert_then_store(service, prepare, index=index, cancel=threading.Event())
+        # Converted outside the write turn; a call cancelled, or whose client left, before
+        # it is answered stops there and writes nothing; past upload.answer_seconds, a job.
+        work = convert_then_store(service, prepare, index=index, cancel=threading.Event())
+        return await tool_upload(service, work, corpus)
 
 
 def register_delete(tool: Registrar, service: Service) -> None:
@@ -241,6 +273,6 @@ def register_delete(tool: Registrar, service: Service) -> None:
 
         Only in corpora that accept uploads. Give doc_id (or filename)."""
         name = one_of("doc_id", doc_id, "filename", filename)
-        return await service.writes.run(
-            functools.partial(service.delete, corpus, name, index=index)
-        )
+        # A client that leaves while the delete waits for its turn has it cancelled.
+        remove = functools.partial(service.delete, corpus, name, index=index)
+        return await until_departure(functools.partial(service.writes.run, remove))
