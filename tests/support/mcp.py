@@ -11,9 +11,10 @@ asked for, through the same public session.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Final
+from typing import Any, Final
 
 import mcp_types as types
 from mcp.client import Client, ClientSession, Transport
@@ -49,3 +50,24 @@ async def pinned_session(transport: Transport, version: str) -> AsyncIterator[Cl
         session.adopt(result)
         await session.send_notification(types.InitializedNotification())
         yield session
+
+
+def tool_data(result: types.CallToolResult) -> dict[str, Any]:
+    """A tool result's structured content; its text content carries the same JSON, for
+    clients that read only text."""
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    text = result.content[0]
+    assert isinstance(text, types.TextContent)
+    assert json.loads(text.text) == result.structured_content
+    return result.structured_content
+
+
+def tool_error(result: types.CallToolResult) -> str:
+    """A failed tool call's message: one line, no traceback, no structured content."""
+    assert result.is_error
+    assert result.structured_content is None
+    (block,) = result.content
+    assert isinstance(block, types.TextContent)
+    assert "\n" not in block.text and "Traceback" not in block.text
+    return block.text

@@ -4,19 +4,18 @@ index; every result is checked against the library call on the same index."""
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp import Client
-from mcp_types import CallToolResult, TextContent
 
 from guaipeca import Index, agentic
 from guaipeca.config import LoadedSettings, load_settings
 from guaipeca.embed import HashingEmbedder
 from guaipeca.server import Service, build_server
+from support.mcp import tool_data as data
+from support.mcp import tool_error as error
 
 MEMO = (
     "# Board memo\n\n"
@@ -95,23 +94,6 @@ def service(loaded: LoadedSettings) -> Iterator[Service]:
 async def client(service: Service) -> AsyncIterator[Client]:
     async with Client(build_server(service)) as c:
         yield c
-
-
-def data(result: CallToolResult) -> dict[str, Any]:
-    assert not result.is_error, result.content
-    assert isinstance(result.structured_content, dict)
-    text = result.content[0]
-    assert isinstance(text, TextContent)
-    assert json.loads(text.text) == result.structured_content
-    return result.structured_content
-
-
-def error(result: CallToolResult) -> str:
-    assert result.is_error
-    (block,) = result.content
-    assert isinstance(block, TextContent)
-    assert "\n" not in block.text and "Traceback" not in block.text
-    return block.text
 
 
 @pytest.mark.anyio

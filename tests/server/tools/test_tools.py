@@ -16,7 +16,6 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from mcp_types import CallToolResult, TextContent
 
 from guaipeca import Index, InvalidArgumentError, NewDocument
 from guaipeca.config import LoadedSettings, load_settings
@@ -25,6 +24,8 @@ from guaipeca.ingest import SyncReport
 from guaipeca.server import Service, build_server
 from guaipeca.server import files as files_module
 from guaipeca.server import service as service_module
+from support.mcp import tool_data as data
+from support.mcp import tool_error as error
 
 GUIDE = (
     "# Guide\n\nIntro to the installer guide.\n\n"
@@ -173,25 +174,6 @@ def listing(folder: Path) -> list[str]:
     return sorted(
         str(p.relative_to(folder)) for p in folder.rglob("*") if not p.name.startswith("audit.")
     )
-
-
-def data(result: CallToolResult) -> dict[str, Any]:
-    assert not result.is_error, result.content
-    assert isinstance(result.structured_content, dict)
-    # The text content carries the same JSON, for clients that read only text.
-    text = result.content[0]
-    assert isinstance(text, TextContent)
-    assert json.loads(text.text) == result.structured_content
-    return result.structured_content
-
-
-def error(result: CallToolResult) -> str:
-    assert result.is_error
-    assert result.structured_content is None
-    (block,) = result.content
-    assert isinstance(block, TextContent)
-    assert "\n" not in block.text and "Traceback" not in block.text
-    return block.text
 
 
 def b64(raw: bytes) -> str:

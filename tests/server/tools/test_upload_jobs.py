@@ -10,7 +10,6 @@ replays the same against a real ``guaipeca serve`` with two identities and a lea
 from __future__ import annotations
 
 import base64
-import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -21,10 +20,11 @@ import anyio
 import anyio.to_thread
 import pytest
 from mcp import Client
-from mcp_types import CallToolResult, TextContent
 
 from guaipeca.config import LoadedSettings
 from guaipeca.server import Service, build_server
+from support.mcp import tool_data as data
+from support.mcp import tool_error as error
 from support.reliability import make_service
 
 TEXT = b"# Late\n\nA note about the quetzal lantern, uploaded while the turn was held.\n"
@@ -68,22 +68,6 @@ async def turn_held(service: Service) -> AsyncIterator[Callable[[], None]]:
             yield release.set
         finally:
             release.set()
-
-
-def data(result: CallToolResult) -> dict[str, Any]:
-    assert not result.is_error, result.content
-    assert isinstance(result.structured_content, dict)
-    text = result.content[0]
-    assert isinstance(text, TextContent)
-    assert json.loads(text.text) == result.structured_content
-    return result.structured_content
-
-
-def error(result: CallToolResult) -> str:
-    assert result.is_error and result.structured_content is None
-    (block,) = result.content
-    assert isinstance(block, TextContent)
-    return block.text
 
 
 def upload_args(filename: str) -> dict[str, Any]:
