@@ -91,6 +91,7 @@ from guaipeca.server.streams import (
 from guaipeca.server.tools import build_server
 from guaipeca.server.webui import WEB_PAGE_PATHS, web_routes
 from guaipeca.server.writes import caller
+from guaipeca.types import IndexStats
 
 __all__ = ["allowed_hosts", "build_app", "make_server", "serve_http"]
 
@@ -237,15 +238,24 @@ class _PlainRoutes:
     def __init__(self, service: Service, server: MCPServer) -> None:
         self.service = service
         self.server = server
+        self._health_threads: anyio.CapacityLimiter | None = None
 
     async def health(self, request: Request) -> Response:
         index = self.service.index
         backend = self.service.loaded.settings.storage.backend
-        try:
-            down = await anyio.to_thread.run_sync(lambda: index.backend_error)
+
+        def probe() -> IndexStats:
+            down = index.backend_error
             if down is not None:
                 raise BackendUnavailableError(down)
-            stats = await anyio.to_thread.run_sync(index.stats)
+            return index.stats()
+
+        if self._health_threads is None:  # made in the event loop, as anyio wants
+            self._health_threads = anyio.CapacityLimiter(2)
+        try:
+            # One thread hop, on threads of its own: /health never waits behind the worker
+            # threads searches, reads and conversions hold.
+            stats = await anyio.to_thread.run_sync(probe, limiter=self._health_threads)
         except BackendUnavailableError:
             # No details without auth: the message names the server's address.
             down_body = {"status": "error", "version": __version__, "backend": backend}
