@@ -145,6 +145,14 @@ class SearchSettings(FrozenModel):
         description="exact (score every vector), binary (sign-bit prefilter) or auto (binary "
         "from 50k chunks)",
     )
+    # 0.1 by measurement: positive on SciFact, NFCorpus and squad-pt from 0.075 to 0.125
+    # (keyword nDCG@10), with the bundled and the static model (docs/benchmarks-quality.md).
+    phrase_weight: float = Field(
+        0.1,
+        ge=0,
+        le=100,
+        description="keyword: boost of adjacent query words found side by side (0: off)",
+    )
     rerank_coverage: float = Field(
         0.3, ge=0, le=100, description="reranker weight of the IDF share of query terms present"
     )
