@@ -115,7 +115,7 @@ def test_a_bad_phrase_weight_raises(bad: object) -> None:
 
 
 def test_the_default_setting_is_the_measured_weight() -> None:
-    assert EngineSettings().search.phrase_weight == PHRASE_WEIGHT == 0.1
+    assert EngineSettings().search.phrase_weight == PHRASE_WEIGHT == 0.125
 
 
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])

@@ -53,7 +53,7 @@ _U64_MAX: Final = 2**64 - 1
 _POSTFILTER_MIN_SHARE: Final = 20
 _KEY_CLAUSES_MAX: Final = 1024
 #: The default ``search.phrase_weight``: the boost of adjacent query words found side by side.
-PHRASE_WEIGHT: Final = 0.1
+PHRASE_WEIGHT: Final = 0.125
 
 
 def _check_key(key: object) -> int:
@@ -504,9 +504,10 @@ class LexicalIndex:
                 term_query = tantivy.Query.boost_query(term_query, float(count))
             clauses.append((tantivy.Occur.Should, term_query))
         if phrase_weight > 0:
-            # Exact adjacency only: windows with slop measured worse on every shared set
-            # (docs/benchmarks-quality.md "Keyword lists that hold word order"). Stopwords are
-            # not indexed, so "effect of vitamin" is the pair "effect vitamin" on both sides.
+            # Exact adjacency: a slop of 4 or an added window of 8 measured worse on every
+            # shared set, a slop of 1 the same within 0.0012 (docs/benchmarks-quality.md
+            # "Keyword lists that keep word order"). Stopwords are not indexed, so "effect of
+            # vitamin" is the pair "effect vitamin" on both sides.
             for pair in dict.fromkeys(itertools.pairwise(tokens)):
                 if pair[0] == pair[1]:
                     continue
