@@ -150,6 +150,15 @@ class SearchSettings(FrozenModel):
         description="exact (score every vector), binary (sign-bit prefilter) or auto (binary "
         "from 50k chunks)",
     )
+    # 0.125 by measurement: of the weights whose keyword lists gain on SciFact, NFCorpus and
+    # squad-pt (0.05-0.125), the one whose worst hybrid gain over every (set, model) pair is
+    # best (+0.0012; 0.1 lost 0.0003 on SciFact with the bundled model; docs/benchmarks-quality.md).
+    phrase_weight: float = Field(
+        0.125,
+        ge=0,
+        le=100,
+        description="keyword: boost of adjacent query words found side by side (0: off)",
+    )
     rerank_coverage: float = Field(
         0.3, ge=0, le=100, description="reranker weight of the IDF share of query terms present"
     )

@@ -42,6 +42,7 @@ class SearchPlan:
     dense_scan: DenseScan
     rrf_k: float
     weights: tuple[float, float]  # (dense, keyword)
+    phrase_weight: float  # search.phrase_weight (lexical/bm25.py)
     fusion: str
     where: Mapping[str, Any] | None
     return_mode: ReturnMode
@@ -114,6 +115,7 @@ def plan(
         dense_scan=s.dense_scan,
         rrf_k=k,
         weights=(w_dense, w_bm25),
+        phrase_weight=s.phrase_weight,
         fusion=fusion,
         where=where,
         return_mode=return_mode,
@@ -161,7 +163,11 @@ def retrieve(
         qvec = query_vectors.get(store.name)
         dense = store.dense(qvec, p.depth, p.where, scan=p.dense_scan) if qvec is not None else []
         check()
-        lexical = store.keyword(p.query, p.depth, p.where) if p.mode != "dense" else []
+        lexical = (
+            store.keyword(p.query, p.depth, p.where, phrase_weight=p.phrase_weight)
+            if p.mode != "dense"
+            else []
+        )
         parts = results.score_parts(dense, lexical)
         weight = corpus_weights.get(store.name, 1.0)
         if p.mode == "hybrid":

@@ -12,6 +12,7 @@ and ``dl`` is stored in one byte: exact up to 40 tokens, rounded down in steps o
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import operator
@@ -35,7 +36,7 @@ from guaipeca.errors import (
 )
 from guaipeca.lexical.analyzer import Analyzer
 
-__all__ = ["LexicalIndex"]
+__all__ = ["PHRASE_WEIGHT", "LexicalIndex"]
 
 _FORMAT: Final = 1
 _META_FILE: Final = "lexical.json"
@@ -51,6 +52,8 @@ _U64_MAX: Final = 2**64 - 1
 # this many keys and a term set beyond.
 _POSTFILTER_MIN_SHARE: Final = 20
 _KEY_CLAUSES_MAX: Final = 1024
+#: The default ``search.phrase_weight``: the boost of adjacent query words found side by side.
+PHRASE_WEIGHT: Final = 0.125
 
 
 def _check_key(key: object) -> int:
@@ -419,30 +422,51 @@ class LexicalIndex:
         return int(searcher.num_docs), freqs
 
     def search(
-        self, query: str, k: int, allowed: Sequence[int] | None = None
+        self,
+        query: str,
+        k: int,
+        allowed: Sequence[int] | None = None,
+        *,
+        phrase_weight: float = 0.0,
     ) -> list[tuple[int, float]]:
         """The ``k`` best chunks for ``query`` as ``(key, bm25 score)``, best first.
 
         Any query word may match (OR); a word repeated in the query counts once per repeat.
+        ``phrase_weight`` > 0 adds, for each pair of adjacent query words (after stopwords
+        are dropped), the BM25 score of that pair found side by side, times the weight
+        (the ordered-window part of the sequential dependence model, Metzler and Croft,
+        SIGIR 2005); it adds to chunks that match anyway and matches nothing new.
         Equal scores are ordered by smaller key. ``allowed`` restricts the search to those
         keys exactly (the true top-k among them, with the same scores as unfiltered; keys
         not in the index are ignored); ``None`` means no restriction, and an empty sequence
         returns ``[]``.
 
         Raises:
-            InvalidArgumentError: ``query`` is not a string, ``k`` is not an integer, or an
-                allowed key is not an integer in ``[0, 2**64)``.
+            InvalidArgumentError: ``query`` is not a string, ``k`` is not an integer,
+                ``phrase_weight`` is negative, or an allowed key is not an integer in
+                ``[0, 2**64)``.
         """
-        return self.search_tokens(self._analyzer.tokens(query), k, allowed)
+        return self.search_tokens(
+            self._analyzer.tokens(query), k, allowed, phrase_weight=phrase_weight
+        )
 
     def search_tokens(
-        self, tokens: Sequence[str], k: int, allowed: Sequence[int] | None = None
+        self,
+        tokens: Sequence[str],
+        k: int,
+        allowed: Sequence[int] | None = None,
+        *,
+        phrase_weight: float = 0.0,
     ) -> list[tuple[int, float]]:
         """Like :meth:`search`, from tokens already produced by this index's analyzer.
 
         Raises:
             InvalidArgumentError: as for :meth:`search`, or a token is not a string.
         """
+        if isinstance(phrase_weight, bool) or not isinstance(phrase_weight, int | float):
+            raise InvalidArgumentError("phrase_weight must be a number")
+        if not phrase_weight >= 0:  # NaN fails too
+            raise InvalidArgumentError(f"phrase_weight must be >= 0, got {phrase_weight!r}")
         if isinstance(tokens, str):
             raise InvalidArgumentError("tokens must be a sequence of strings, not a string")
         if isinstance(k, bool) or not isinstance(k, int):
@@ -454,7 +478,7 @@ class LexicalIndex:
         if k <= 0 or not tokens or (allowed_keys is not None and not allowed_keys):
             return []
 
-        query = self._terms_query(tokens)
+        query = self._terms_query(tokens, float(phrase_weight))
         # One searcher for the whole call: hits and their keys come from one snapshot, even
         # if a commit lands meanwhile.
         searcher = index.searcher()
@@ -469,7 +493,7 @@ class LexicalIndex:
                 return hits
         return _top_k(searcher, self._filtered(query, allowed_keys), k, num_docs)
 
-    def _terms_query(self, tokens: Sequence[str]) -> tantivy.Query:
+    def _terms_query(self, tokens: Sequence[str], phrase_weight: float) -> tantivy.Query:
         # Repeated query words are weighted by their count: a boost of n scores exactly like
         # n identical clauses (Lucene's behaviour for a repeated word). Measured nDCG@10,
         # count-weighted vs deduplicated: SciFact 0.699 vs 0.697, NFCorpus 0.329 vs 0.329.
@@ -479,6 +503,17 @@ class LexicalIndex:
             if count > 1:
                 term_query = tantivy.Query.boost_query(term_query, float(count))
             clauses.append((tantivy.Occur.Should, term_query))
+        if phrase_weight > 0:
+            # Exact adjacency: a slop of 4 or an added window of 8 measured worse on every
+            # shared set, a slop of 1 the same within 0.0012 (docs/benchmarks-quality.md
+            # "Keyword lists that keep word order"). Stopwords are not indexed, so "effect of
+            # vitamin" is the pair "effect vitamin" on both sides.
+            for pair in dict.fromkeys(itertools.pairwise(tokens)):
+                if pair[0] == pair[1]:
+                    continue
+                phrase = tantivy.Query.phrase_query(self._schema, _TEXT_FIELD, list(pair))
+                boosted = tantivy.Query.boost_query(phrase, phrase_weight)
+                clauses.append((tantivy.Occur.Should, boosted))
         return tantivy.Query.boolean_query(clauses)
 
     def _filtered(self, query: tantivy.Query, allowed: set[int]) -> tantivy.Query:

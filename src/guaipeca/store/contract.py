@@ -189,8 +189,16 @@ class CorpusStore(Protocol):
         ...
 
     def keyword(
-        self, query: str, n: int, where: Mapping[str, Any] | None = None
-    ) -> list[tuple[int, float]]: ...
+        self,
+        query: str,
+        n: int,
+        where: Mapping[str, Any] | None = None,
+        *,
+        phrase_weight: float = 0.0,
+    ) -> list[tuple[int, float]]:
+        """BM25 top-``n``; ``phrase_weight`` boosts adjacent query words found side by side
+        where the backend keeps word positions (the embedded one; Qdrant ignores it)."""
+        ...
 
     def rows(self, chunk_pks: Sequence[int]) -> dict[int, ChunkRow]: ...
 

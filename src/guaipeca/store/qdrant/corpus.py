@@ -626,7 +626,12 @@ class QdrantCorpus:
         return self._top("dense", np.asarray(query, dtype=np.float32).tolist(), n, where)
 
     def keyword(
-        self, query: str, n: int, where: Mapping[str, Any] | None = None
+        self,
+        query: str,
+        n: int,
+        where: Mapping[str, Any] | None = None,
+        *,
+        phrase_weight: float = 0.0,  # a sparse vector keeps no word positions: unused
     ) -> list[tuple[int, float]]:
         if n <= 0:
             return []

@@ -110,9 +110,15 @@ class Corpus(Maintenance):
         return _top(pks, np.asarray(scores, dtype=np.float64), n)
 
     def keyword(
-        self, query: str, n: int, where: Mapping[str, Any] | None = None
+        self,
+        query: str,
+        n: int,
+        where: Mapping[str, Any] | None = None,
+        *,
+        phrase_weight: float = 0.0,
     ) -> list[tuple[int, float]]:
-        """BM25 top-``n``: ``(chunk_pk, score)`` best first, ties by chunk_pk."""
+        """BM25 top-``n``: ``(chunk_pk, score)`` best first, ties by chunk_pk; adjacent query
+        words found side by side add ``phrase_weight`` times their pair's score."""
         if n <= 0:
             return []
         self._fresh()
@@ -122,7 +128,7 @@ class Corpus(Maintenance):
             if len(pks) == 0:
                 return []
             allowed = pks.tolist()
-        return self.lexical.search(query, n, allowed=allowed)
+        return self.lexical.search(query, n, allowed=allowed, phrase_weight=phrase_weight)
 
     def rows(self, chunk_pks: Sequence[int]) -> dict[int, ChunkRow]:
         return self.catalog.chunks(chunk_pks)
