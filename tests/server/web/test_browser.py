@@ -22,6 +22,7 @@ from support.http import LiveServer
 from support.web import TOKEN, chromium, need_chromium
 
 selenium = pytest.importorskip("selenium", reason="selenium is not installed")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
@@ -49,7 +50,14 @@ def browser(web_live: LiveServer) -> Iterator[WebDriver]:
 
 
 def wait(driver: WebDriver, seconds: float = 60) -> WebDriverWait[WebDriver]:
-    return WebDriverWait(driver, seconds)
+    # A re-render (Back runs the search again) replaces elements between two polls.
+    return WebDriverWait(driver, seconds, ignored_exceptions=(StaleElementReferenceException,))
+
+
+def first_source(driver: WebDriver) -> str:
+    """The first hit's source line, read in one go (the list may be re-rendered at any time)."""
+    found = driver.find_elements(By.CSS_SELECTOR, "#results .hit .where")
+    return found[0].text if found else ""
 
 
 def visible(driver: WebDriver, selector: str) -> WebElement:
@@ -324,9 +332,8 @@ def test_deep_links_run_the_search_and_open_the_document_at_its_span(
         "corpus": ["docs"],
         "mode": ["keyword"],
     }
-    assert hits_shown(browser, "keyword")[0].find_element(By.CSS_SELECTOR, ".where").text == (
-        "docs / guide.md"
-    )
+    # Back runs the search again: wait for its list, which replaces the one shown before.
+    wait(browser).until(lambda d: first_source(d) == "docs / guide.md")
     browser.forward()
     visible(browser, "#doc-text .current")
     assert "grey heron" in current_text(browser)
