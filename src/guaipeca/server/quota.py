@@ -71,10 +71,10 @@ class UploadLedger:
         """
         if self.budget <= 0 or self._db is None:
             return
-        used = self._used(identity, corpus, rel)
+        used = self._used(identity, (corpus, rel))
         if used + size > self.budget:
             self._forget_vanished(identity, locate)
-            used = self._used(identity, corpus, rel)
+            used = self._used(identity, (corpus, rel))
         if used + size > self.budget:
             raise UploadQuotaError(
                 f"this upload ({size:,} bytes) would take your uploaded files to "
@@ -97,17 +97,18 @@ class UploadLedger:
 
     def used(self, identity: str) -> int:
         """Bytes ``identity``'s uploads keep, as recorded."""
-        return self._used(identity, "", "") if self._db is not None else 0
+        return self._used(identity) if self._db is not None else 0
 
-    def _used(self, identity: str, corpus: str, rel: str) -> int:
+    def _used(self, identity: str, replacing: tuple[str, str] | None = None) -> int:
         # The file being replaced does not count: the new bytes take its place.
         assert self._db is not None
+        sql = "SELECT COALESCE(SUM(bytes), 0) FROM uploads WHERE identity = ?"
+        args: tuple[str, ...] = (identity,)
+        if replacing is not None:
+            sql += " AND NOT (corpus = ? AND rel = ?)"
+            args = (identity, *replacing)
         with self._lock:
-            row = self._db.execute(
-                "SELECT COALESCE(SUM(bytes), 0) FROM uploads WHERE identity = ? "
-                "AND NOT (corpus = ? AND rel = ?)",
-                (identity, corpus, rel),
-            ).fetchone()
+            row = self._db.execute(sql, args).fetchone()
         return int(row[0])
 
     def _forget_vanished(self, identity: str, locate: Callable[[str, str], Path]) -> None:
