@@ -21,10 +21,10 @@ __all__ = ["BUDGET_CANDIDATES", "MAX_BUDGET", "budgeted", "check_budget"]
 #: Chunks retrieved for a budgeted search, whatever the budget: the same candidates for
 #: every budget are what makes a larger budget keep every span of a smaller one. 10, 15
 #: and 20 scored alike on bench/context.py.
-BUDGET_CANDIDATES = 15
+BUDGET_CANDIDATES = 10
 #: The largest budget a search takes, in characters: what the candidates hold at the
 #: default chunk size (2,000); read_neighbors and read_document widen from there.
-MAX_BUDGET = 30_000
+MAX_BUDGET = 20_000
 
 
 def check_budget(budget: object, return_mode: str, section_mode: bool) -> int:

@@ -139,18 +139,34 @@ def sentences(text: str, lo: int, hi: int) -> list[tuple[int, int]]:
     return spans
 
 
-def _bm25(tokens: list[str], weights: dict[str, float], avg_len: float) -> float:
-    """BM25 of one block (Robertson & Zaragoza 2009, eq. 3.15), ``weights`` the query
-    terms' idf."""
-    if not tokens:
+#: A stretch of text as BM25 sees it: its length in terms, and its query terms' counts.
+_Counts = tuple[int, dict[str, int]]
+
+
+def _counts(tokens: list[str], weights: dict[str, float]) -> _Counts:
+    found: dict[str, int] = {}
+    for t in tokens:
+        if t in weights:
+            found[t] = found.get(t, 0) + 1
+    return len(tokens), found
+
+
+def _joined(parts: Sequence[_Counts]) -> _Counts:
+    found: dict[str, int] = {}
+    for _, part in parts:
+        for t, n in part.items():
+            found[t] = found.get(t, 0) + n
+    return sum(n for n, _ in parts), found
+
+
+def _bm25(counts: _Counts, weights: dict[str, float], avg_len: float) -> float:
+    """BM25 of one block or sentence (Robertson & Zaragoza 2009, eq. 3.15), ``weights``
+    the query terms' idf."""
+    length, found = counts
+    if not found:
         return 0.0
-    norm = _K1 * (1 - _B + _B * len(tokens) / avg_len)
-    score = 0.0
-    for term, idf in weights.items():
-        tf = tokens.count(term)
-        if tf:
-            score += idf * tf * (_K1 + 1) / (tf + norm)
-    return score
+    norm = _K1 * (1 - _B + _B * length / avg_len)
+    return sum(weights[t] * tf * (_K1 + 1) / (tf + norm) for t, tf in found.items())
 
 
 def idf_weights(query_tokens: Sequence[str], total: int, freqs: dict[str, int]) -> dict[str, float]:
@@ -180,22 +196,23 @@ def _candidate_blocks(
     BM25 plus ``SENTENCE_WEIGHT`` x its best sentence's, scaled over all blocks) plus the
     rest x its chunk's retrieval score (scaled over the passages)."""
     prior = _scaled([p.score for p in passages])
-    raw: list[tuple[int, int, int, list[tuple[int, int]], list[list[str]]]] = []
+    raw: list[tuple[int, int, int, list[tuple[int, int]], list[_Counts]]] = []
     for i, p in enumerate(passages):
+        w = weights(i)
         for lo, hi in blocks(p.text):
             sents = sentences(p.text, lo, hi)
-            raw.append((i, lo, hi, sents, [tokenize(i, p.text[s:e]) for s, e in sents]))
-    lengths = [sum(len(t) for t in toks) for *_, toks in raw]
+            raw.append((i, lo, hi, sents, [_counts(tokenize(i, p.text[a:b]), w) for a, b in sents]))
+    lengths = [sum(n for n, _ in parts) for *_, parts in raw]
     avg = max(1.0, sum(lengths) / len(lengths)) if lengths else 1.0
-    lexical = []
-    for i, *_, toks in raw:
-        best = max((_bm25(t, weights(i), avg) for t in toks), default=0.0)
-        lexical.append(
-            _bm25([t for s in toks for t in s], weights(i), avg) + SENTENCE_WEIGHT * best
-        )
+    lexical, per_sentence = [], []
+    for i, *_, parts in raw:
+        scores = tuple(_bm25(c, weights(i), avg) for c in parts)
+        per_sentence.append(scores)
+        whole = _bm25(_joined(parts), weights(i), avg)
+        lexical.append(whole + SENTENCE_WEIGHT * max(scores, default=0.0))
     scaled = _scaled(lexical)
     out = []
-    for (i, lo, hi, sents, toks), lex in zip(raw, scaled, strict=True):
+    for (i, lo, hi, sents, _), lex, scores in zip(raw, scaled, per_sentence, strict=True):
         base = passages[i].start
         out.append(
             _Block(
@@ -203,8 +220,8 @@ def _candidate_blocks(
                 start=base + lo,
                 end=base + hi,
                 score=BLOCK_WEIGHT * lex + (1 - BLOCK_WEIGHT) * prior[i],
-                sentences=tuple((base + s, base + e) for s, e in sents),
-                sentence_scores=tuple(_bm25(t, weights(i), avg) for t in toks),
+                sentences=tuple((base + a, base + b) for a, b in sents),
+                sentence_scores=scores,
             )
         )
     # Best first; ties keep retrieval order, then document order (deterministic).
