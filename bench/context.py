@@ -54,7 +54,8 @@ TOP_K = 5
 ROOT = Path(__file__).resolve().parent.parent
 # Modules that only search or serve: editing them does not change what an index holds.
 SEARCH_ONLY = ("search/", "server/", "cli/", "index/facade.py", "index/pipeline.py",
-               "index/ranking.py", "index/results.py", "agentic.py", "evaluate.py")
+               "index/evidence.py", "index/ranking.py", "index/results.py", "agentic.py",
+               "evaluate.py")
 
 Log = Callable[[str], None]
 
