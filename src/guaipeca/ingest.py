@@ -296,8 +296,12 @@ def sync_folder(
     limits: FileLimits | None = None,
     ocr: OcrOptions | None = None,
     stop: threading.Event | None = None,
+    files: Sequence[Path] | None = None,
 ) -> SyncReport:
     """Bring ``corpus`` in line with the files under ``folder``; ids are relative paths.
+
+    ``files``: index only these files (each under ``folder``), as A-RAG-OG's ``index.py``
+    did; nothing else in the corpus is removed.
 
     ``skip``: folders never read (our data folder). Each file not indexed is named, in
     ``skipped`` (``SKIP_KINDS``) when nothing is wrong with it, else in ``failed``; not
@@ -336,8 +340,10 @@ def sync_folder(
 
     # 1. Which files changed (size+mtime, then hash); never our own data folder.
     skipped = [Path(p).expanduser().resolve() for p in skip]
+    # Each file's folder resolved as ``root`` is, its own name kept (a link stays a link).
+    listed = [Path(f).parent.resolve() / Path(f).name for f in files] if files is not None else None
     candidates, seen = _changed_files(
-        root, exts, exclude, skipped, known, force, max_bytes, ocr, report
+        root, exts, exclude, skipped, known, force, max_bytes, ocr, report, listed
     )
     # 2-3. Convert what the cache does not have (in worker processes if asked, running
     # ahead), and add in path order as results arrive, so any number of workers gives the
@@ -353,7 +359,7 @@ def sync_folder(
     report.keyword_seconds = time.perf_counter() - started
     _note_slowest(index, corpus, timings, report)
     # 4. Files that are gone leave the index (documents added through the API stay).
-    for doc_id, state in known.items():
+    for doc_id, state in known.items() if files is None else ():
         if state.source_path is not None and doc_id not in seen:
             report.removed += int(index.delete_document(doc_id, corpus=corpus))
     report.seconds = time.perf_counter() - started
@@ -370,6 +376,7 @@ def _changed_files(
     max_bytes: int,
     ocr: OcrOptions,
     report: SyncReport,
+    listed: Sequence[Path] | None = None,
 ) -> tuple[list[_Candidate], set[str]]:
     """The files to (re)index, with their hashes, and every file seen (by relative path).
     Unchanged files (same path, size and mtime) are counted, unreadable ones reported.
@@ -380,7 +387,8 @@ def _changed_files(
     candidates: list[_Candidate] = []
     seen: set[str] = set()
     paths = []
-    for p in _walk(root, exclude, report.failed):
+    walked = _walk(root, exclude, report.failed) if listed is None else iter(listed)
+    for p in walked:
         suffix = p.suffix.lower()
         if any(p.is_relative_to(s) for s in skipped):
             continue  # our own data folder

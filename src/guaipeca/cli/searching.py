@@ -23,15 +23,22 @@ def search(
         int, typer.Option("--top-k", "-k", min=1, max=MAX_TOP_K, help="How many hits to print.")
     ] = 5,
     mode: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="hybrid (keywords and meaning), keyword (exact terms, no model) or dense "
-            "(meaning)."
+            "(meaning) (default: search.mode, hybrid)."
         ),
-    ] = "hybrid",
+    ] = None,
+    hybrid: Annotated[
+        bool, typer.Option("--hybrid", help="The same as --mode hybrid (the original's flag).")
+    ] = False,
     corpus: Annotated[
         list[str] | None,
         typer.Option("--corpus", "-c", help="Search only this corpus; repeat it for several."),
+    ] = None,
+    corpora_list: Annotated[
+        str | None,
+        typer.Option("--corpora", help="Corpora to search, comma-separated (the original's)."),
     ] = None,
     where: Annotated[
         str | None,
@@ -73,12 +80,17 @@ def search(
     ] = False,
 ) -> None:
     """Search the index and print ranked hits with source, page, heading path and span."""
-    if mode not in SEARCH_MODES:
+    if hybrid and mode not in (None, "hybrid"):
+        raise typer.BadParameter(f"--hybrid contradicts --mode {mode}", param_hint="--hybrid")
+    if mode is not None and mode not in SEARCH_MODES:
         raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
     from guaipeca.store import parse_where_json
 
     filters = parse_where_json(where) if where else None
     loaded = current_settings()
+    mode = "hybrid" if hybrid else mode or loaded.settings.search.mode
+    if corpora_list:
+        corpus = [*(corpus or []), *(n.strip() for n in corpora_list.split(",") if n.strip())]
     idx = open_index(loaded, keyword_only=mode == "keyword")
     try:
         hits = idx.search(
