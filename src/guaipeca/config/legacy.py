@@ -149,7 +149,9 @@ ARAGOG_VARIABLES: Final[Mapping[str, Legacy]] = MappingProxyType(
         "ENRICHER_TOKEN": Legacy(("enrich", "api_key")),
         "ENRICHER_TIMEOUT": Legacy(("enrich", "timeout_seconds")),
         "ENRICHER_LANGUAGE": Legacy(note="each corpus has its own language (corpora[].language)"),
-        "DENSE_EMBEDDING_MODEL": Legacy(("embedding", "model")),
+        "DENSE_EMBEDDING_MODEL": Legacy(
+            ("embedding", "model"), also={("embedding", "provider"): "openai"}
+        ),
         "DENSE_EMBEDDING_URL": Legacy(
             ("embedding", "url"), also={("embedding", "provider"): "openai"}
         ),

@@ -17,6 +17,7 @@ from pydantic import (
     ValidationError,
 )
 
+from guaipeca.config.legacy import ORIGINAL_KEYS
 from guaipeca.errors import KeyProblems, dotted_key
 
 
@@ -144,7 +145,9 @@ def _unknown_key(root: type[BaseModel] | None, loc: tuple[Any, ...]) -> str:
     if not (isinstance(parent, type) and issubclass(parent, BaseModel)):
         return "unknown key"
     keys = list(parent.model_fields)
-    hint = did_you_mean(str(loc[-1]), keys)
+    # The original Guaipeca's names are accepted too, so a misspelling of one is suggested.
+    old = [key for (section, key) in ORIGINAL_KEYS if loc[-2:-1] == (section,)]
+    hint = did_you_mean(str(loc[-1]), keys + old)
     return f"unknown key ({hint or 'valid keys: ' + ', '.join(keys)})"
 
 
