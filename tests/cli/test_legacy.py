@@ -5,6 +5,7 @@ original Guaipeca's (``--check-model``, ``search --hybrid``, its data folder), A
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -104,8 +105,13 @@ def test_the_original_data_folder_is_detected_and_imported(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("faiss")
-    home = tmp_path / "old-home"
+    # The original's data sits where ours does by default: ~/.guaipeca/data (here the
+    # test's GUAIPECA_HOME), beside our own index once imported.
+    home = Path(os.environ["GUAIPECA_HOME"])
     original_data(home, tmp_path / "docs")
+    code, out, _ = run(capsys, "status")
+    assert code == EXIT_OK
+    assert f"note: {home / 'data'} is the original Guaipeca's data" in out
     code, _, err = run(capsys, "index", "--path", str(home))
     assert code == EXIT_USER
     assert err.strip() == (

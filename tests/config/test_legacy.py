@@ -5,6 +5,7 @@ mapped to ours or noted once; an unknown key in neither is still an error."""
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -228,3 +229,15 @@ def test_a_bad_aragog_value_names_the_variable(tmp_path: Path) -> None:
         parse_settings({}, env={"RATE_LIMIT_RPS": "fast"}, cwd=tmp_path)
     assert "server.rate_limit_rps" in str(info.value)
     assert "(from A-RAG-OG's RATE_LIMIT_RPS)" in str(info.value)
+
+
+def test_the_dense_token_of_a_dotenv_reaches_the_embedder_through_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DENSE_EMBEDDING_TOKEN", "")  # restored after the test
+    (tmp_path / ".env").write_text(
+        "DENSE_EMBEDDING_URL=http://127.0.0.1:9/v1\nDENSE_EMBEDDING_TOKEN=from-dotenv\n"
+    )
+    s = parse_settings({}, cwd=tmp_path)
+    assert s.embedding.api_key_env == "DENSE_EMBEDDING_TOKEN"
+    assert os.environ["DENSE_EMBEDDING_TOKEN"] == "from-dotenv"

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 __all__ = [
     "ARAGOG_VARIABLES",
+    "EXPORTED",
     "ORIGINAL_KEYS",
     "Legacy",
     "Translated",
@@ -180,6 +181,9 @@ ARAGOG_VARIABLES: Final[Mapping[str, Legacy]] = MappingProxyType(
         "RERANKER_SCORE_THRESHOLD": Legacy(("rerank", "score_threshold")),
     }
 )
+#: Variables our settings name instead of holding (``embedding.api_key_env``): one found only
+#: in ``.env`` is put in the process's environment, where the embedder reads it.
+EXPORTED: Final = ("DENSE_EMBEDDING_TOKEN",)
 #: Names too common to mean A-RAG-OG on their own.
 _COMMON: Final = frozenset({"HOST", "PORT", "HF_HOME", "HF_HUB_OFFLINE"})
 #: A-RAG-OG runs one HTTP server (streamable-http): so does Guaipeca from its settings.

@@ -33,7 +33,7 @@ from guaipeca.config.engine import (
 )
 from guaipeca.config.fields import expand_user, home_dir
 from guaipeca.config.identity import ClaimSettings, OidcSettings
-from guaipeca.config.legacy import aragog_values, translate
+from guaipeca.config.legacy import EXPORTED, aragog_values, translate
 from guaipeca.config.messages import format_problems, value_kind
 from guaipeca.config.sections import (
     CorpusSettings,
@@ -265,7 +265,11 @@ def parse_settings(
             f"<root>: must be a mapping of sections ({', '.join(Settings.model_fields)}), "
             f"got {value_kind(data)}{where}"
         )
-    moved = translate(data, aragog_values(env, cwd) if aragog else None)
+    old_env = aragog_values(env, cwd) if aragog else {}
+    for name in EXPORTED:
+        if name in old_env and env is os.environ and not os.environ.get(name):
+            os.environ[name] = old_env[name]
+    moved = translate(data, old_env)
     data = moved.data
     for note in moved.notes:
         log.warning("%s%s", note, where)
