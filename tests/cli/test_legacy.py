@@ -153,3 +153,5 @@ def test_index_a_list_of_files_as_aragog_did(
         ]
     code, _, err = run(capsys, "index", "doc1.md", "default")
     assert code == EXIT_USER and "name corpora or list files, not both" in err
+    code, out, _ = run(capsys, "index", "sub", "--corpus", "folder")  # one folder: as --path
+    assert code == EXIT_OK and "folder: 1 added" in out

@@ -268,8 +268,8 @@ def _targets(
     from guaipeca.convert import OcrOptions
 
     s = loaded.settings
-    given = _given_paths(loaded, names or [])
-    if given and path is None and len(given) == 1 and given[0].is_dir():
+    given = _given_paths(loaded, names or []) if path is None else []
+    if len(given) == 1 and given[0].is_dir():
         names, path = ([into] if into else []), given[0]  # 'guaipeca index FOLDER'
     elif given:
         return [_files_target(loaded, given, into)]
