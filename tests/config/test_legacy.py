@@ -241,3 +241,16 @@ def test_the_dense_token_of_a_dotenv_reaches_the_embedder_through_the_environmen
     s = parse_settings({}, cwd=tmp_path)
     assert s.embedding.api_key_env == "DENSE_EMBEDDING_TOKEN"
     assert os.environ["DENSE_EMBEDDING_TOKEN"] == "from-dotenv"
+
+
+def test_the_originals_fastembed_model_name_means_the_fastembed_provider(tmp_path: Path) -> None:
+    (tmp_path / "my-model").mkdir()
+    for model, provider in (
+        ("BAAI/bge-small-en-v1.5", "fastembed"),
+        ("all-MiniLM-L6-v2", "bundled"),  # the original's default is our bundled model
+        ("my-model", "bundled"),  # a folder beside the file stays a folder
+    ):
+        path = write_config(tmp_path, f"embedding:\n  model: {model}\n")
+        assert load_settings(path, env={}, cwd=tmp_path).settings.embedding.provider == provider
+    path = write_config(tmp_path, "embedding:\n  provider: onnx\n  model: BAAI/x\n")
+    assert load_settings(path, env={}, cwd=tmp_path).settings.embedding.provider == "onnx"

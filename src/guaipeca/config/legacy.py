@@ -22,6 +22,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
+from guaipeca.config.engine import DEFAULT_MODEL_ALIASES
+
 __all__ = [
     "ARAGOG_VARIABLES",
     "EXPORTED",
@@ -241,11 +243,31 @@ def _carry(out: Translated, old: str, rule: Legacy, value: object) -> None:
             out.origin[key] = old
 
 
-def translate(data: Mapping[str, Any], aragog: Mapping[str, str] | None = None) -> Translated:
+def _fastembed_model(out: Translated, base: Path | None) -> None:
+    """The original's ``embedding.model`` was a fastembed catalogue name: without a
+    ``provider``, a name that is neither the bundled model nor a folder means fastembed."""
+    emb = out.data.get("embedding")
+    if not isinstance(emb, dict) or "provider" in emb:
+        return
+    model = emb.get("model")
+    if not isinstance(model, str) or model in DEFAULT_MODEL_ALIASES:
+        return
+    folder = Path(model).expanduser()
+    if model.startswith((".", "/", "~")) or (base or Path.cwd()).joinpath(folder).is_dir():
+        return
+    out.data["embedding"] = {**emb, "provider": "fastembed"}
+    out.origin[("embedding", "provider")] = "embedding.model"
+
+
+def translate(
+    data: Mapping[str, Any], aragog: Mapping[str, str] | None = None, base: Path | None = None
+) -> Translated:
     """``data`` (a parsed YAML file) with the original Guaipeca's keys moved to ours, then
     A-RAG-OG's variables (``aragog``, from :func:`aragog_values`) for the keys still unset.
-    Keys in neither table are left as they are, for validation to refuse."""
+    Keys in neither table are left as they are, for validation to refuse. ``base``: the
+    file's folder, where a relative ``embedding.model`` folder is."""
     out = Translated(copy.deepcopy(dict(data)))
+    _fastembed_model(out, base)
     for (section, key), rule in ORIGINAL_KEYS.items():
         part = out.data.get(section)
         if not isinstance(part, dict) or key not in part:

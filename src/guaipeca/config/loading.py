@@ -269,7 +269,8 @@ def parse_settings(
     for name in EXPORTED:
         if name in old_env and env is os.environ and not os.environ.get(name):
             os.environ[name] = old_env[name]
-    moved = translate(data, old_env)
+    base = Path(os.path.abspath(Path(source).parent)) if source is not None else cwd
+    moved = translate(data, old_env, base)
     data = moved.data
     for note in moved.notes:
         log.warning("%s%s", note, where)
@@ -279,7 +280,6 @@ def parse_settings(
     if data.get("corpora") is None:
         data["corpora"] = [{"name": DEFAULT_CORPUS, "path": str(cwd)}]
     from_env = _apply_env(data, env, cwd)
-    base = Path(os.path.abspath(Path(source).parent)) if source is not None else cwd
     try:
         return Settings.model_validate(data, context={"base_dir": base})
     except ValidationError as exc:
