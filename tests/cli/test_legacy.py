@@ -54,6 +54,9 @@ def test_the_original_cli_lines_on_its_sample_config(
     code, out, err = run(capsys, "-c", config, "index")
     assert code == EXIT_OK, err
     assert "epm-docs: 1 added" in out and "finance-reference: 1 added" in out
+    code, out, err = run(capsys, "-c", config, "index", "all")  # its 'all': every corpus
+    assert code == EXIT_OK, err
+    assert "epm-docs: 0 added" in out and "finance-reference: 0 added, 0 changed, 1 unch" in out
     code, out, _ = run(capsys, "--config", config, "search", "HFM data audit", "--hybrid")
     assert code == EXIT_OK
     assert out.splitlines()[0].startswith("1. ") and "audit.md" in out.splitlines()[0]

@@ -268,6 +268,8 @@ def _targets(
     from guaipeca.convert import OcrOptions
 
     s = loaded.settings
+    if names == ["all"] and path is None and "all" not in {c.name for c in s.corpora}:
+        names = None  # the original's 'guaipeca index all': every configured corpus
     given = _given_paths(loaded, names or []) if path is None else []
     if len(given) == 1 and given[0].is_dir():
         names, path = ([into] if into else []), given[0]  # 'guaipeca index FOLDER'
