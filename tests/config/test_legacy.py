@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from guaipeca.config import load_settings, parse_settings
+from guaipeca.config import CorpusSettings, load_settings, parse_settings
 from guaipeca.config.legacy import ARAGOG_VARIABLES, ORIGINAL_KEYS, aragog_values
 from support.config import config_error, write_config
 from support.legacy import ARAGOG_ENV, ORIGINAL_SAMPLE
@@ -254,3 +254,30 @@ def test_the_originals_fastembed_model_name_means_the_fastembed_provider(tmp_pat
         assert load_settings(path, env={}, cwd=tmp_path).settings.embedding.provider == provider
     path = write_config(tmp_path, "embedding:\n  provider: onnx\n  model: BAAI/x\n")
     assert load_settings(path, env={}, cwd=tmp_path).settings.embedding.provider == "onnx"
+
+
+def test_types_only_the_original_listed_are_left_out_with_one_note(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "docs").mkdir()
+    path = write_config(
+        tmp_path,
+        "corpora:\n  - name: a\n    path: docs\n    extensions: [.md, .csv, DOC]\n"
+        "  - name: b\n    path: docs\n    extensions: [.xls]\n"
+        "upload:\n  allow: [a]\n  allowed_extensions: [.md, .txt, .markdown, .pdf, .docx, .doc,"
+        " .pptx, .ppt, .xlsx, .xls, .html, .htm, .csv]\n",
+    )
+    s = load_settings(path, env={}, cwd=tmp_path).settings
+    assert s.corpora[0].extensions == [".md"]
+    assert s.corpora[1].extensions == CorpusSettings.model_fields["extensions"].default_factory()
+    assert ".csv" not in s.upload.allowed_extensions and ".pptx" in s.upload.allowed_extensions
+    assert sorted(line.split(":")[0] for line in _warnings(caplog)) == [
+        "corpora.0.extensions",
+        "corpora.1.extensions",
+        "upload.allowed_extensions",
+    ]
+    assert config_error(
+        write_config(tmp_path, "corpora:\n  - {name: a, path: docs, extensions: [.exe]}\n"),
+        env={},
+        cwd=tmp_path,
+    ).startswith("corpora.0.extensions: unsupported extension '.exe'")

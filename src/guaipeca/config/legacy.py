@@ -105,6 +105,10 @@ ORIGINAL_KEYS: Final[Mapping[Key, Legacy]] = MappingProxyType(
     }
 )
 
+#: Types the original listed (its upload default) that Guaipeca does not read: left out of
+#: an extensions list with a note, not refused.
+ORIGINAL_ONLY_EXTENSIONS: Final = frozenset({".doc", ".ppt", ".xls", ".csv"})
+
 _NO_S3 = "documents are read from the corpus folders (corpora:), not from S3"
 _CONVERTS = "Guaipeca converts documents itself (PDF, Office, HTML, images with OCR)"
 _OFFLINE = "Guaipeca never downloads a model at run time"
@@ -259,6 +263,36 @@ def _fastembed_model(out: Translated, base: Path | None) -> None:
     out.origin[("embedding", "provider")] = "embedding.model"
 
 
+def _readable_types(out: Translated, where: str, holder: dict[str, Any], key: str) -> None:
+    """Leave out of ``holder[key]`` the types only the original listed (the key itself when
+    nothing else is left: every type we read), with one note."""
+    values = holder.get(key)
+    if not isinstance(values, list):
+        return
+    norm = [v if not isinstance(v, str) else "." + v.strip().lower().lstrip(".") for v in values]
+    dropped = [v for v in norm if v in ORIGINAL_ONLY_EXTENSIONS]
+    if not dropped:
+        return
+    kept = [v for v, n in zip(values, norm, strict=True) if n not in ORIGINAL_ONLY_EXTENSIONS]
+    if kept:
+        holder[key] = kept
+    else:
+        del holder[key]
+    out.notes.append(f"{where}: {', '.join(dropped)} left out: Guaipeca does not read them")
+
+
+def _extensions(out: Translated) -> None:
+    corpora = out.data.get("corpora")
+    if isinstance(corpora, list):
+        for i, corpus in enumerate(corpora):
+            if isinstance(corpus, dict):
+                corpora[i] = corpus = dict(corpus)
+                _readable_types(out, f"corpora.{i}.extensions", corpus, "extensions")
+    upload = out.data.get("upload")
+    if isinstance(upload, dict):
+        _readable_types(out, "upload.allowed_extensions", upload, "allowed_extensions")
+
+
 def translate(
     data: Mapping[str, Any], aragog: Mapping[str, str] | None = None, base: Path | None = None
 ) -> Translated:
@@ -268,6 +302,7 @@ def translate(
     file's folder, where a relative ``embedding.model`` folder is."""
     out = Translated(copy.deepcopy(dict(data)))
     _fastembed_model(out, base)
+    _extensions(out)
     for (section, key), rule in ORIGINAL_KEYS.items():
         part = out.data.get(section)
         if not isinstance(part, dict) or key not in part:
