@@ -206,15 +206,6 @@ class Translated:
     origin: dict[Key, str] = field(default_factory=dict)
 
 
-def _get(data: Mapping[str, Any], key: Key) -> object:
-    node: object = data
-    for part in key:
-        if not isinstance(node, Mapping) or part not in node:
-            return _ANY
-        node = node[part]
-    return node
-
-
 def _set(data: dict[str, Any], key: Key, value: object) -> bool:
     """Set ``key`` unless it is set already (our own key wins); False when it was."""
     node = data
