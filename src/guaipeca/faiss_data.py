@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -204,11 +204,18 @@ def documents_of(corpus: OriginalCorpus, root: Path | None = None) -> list[NewDo
 
 
 def import_corpus(
-    index: Index, corpus: OriginalCorpus, *, name: str | None = None, root: Path | None = None
+    index: Index,
+    corpus: OriginalCorpus,
+    *,
+    name: str | None = None,
+    root: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ImportReport:
     """Add an original corpus's documents to ``index`` (corpus ``name``, default the
-    original's), embedded with the index's model."""
+    original's), then embed them with the index's model (``progress(chunks done, still
+    pending)`` as :meth:`Index.embed_pending` reports it)."""
     target = name or corpus.name
     docs = documents_of(corpus, root)
-    report = index.add_documents(docs, corpus=target)
-    return ImportReport(target, corpus, len(docs), len(corpus.chunks), report.chunks_embedded)
+    index.add_documents(docs, corpus=target, wait=False)
+    embedded = index.embed_pending(target, progress=progress)
+    return ImportReport(target, corpus, len(docs), len(corpus.chunks), embedded)

@@ -8,13 +8,17 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import yaml
 
 from guaipeca.cli.context import WaitOption, WaitTimeoutOption, current_settings, err, out, writing
 from guaipeca.errors import GuaipecaError
+
+if TYPE_CHECKING:
+    from guaipeca.faiss_data import ImportReport, OriginalCorpus
+    from guaipeca.index import Index
 
 __all__ = ["import_faiss", "migrate_config", "original_data_hint"]
 
@@ -118,7 +122,7 @@ def import_faiss(
     """Import the original Guaipeca's FAISS data: each corpus's chunk text and metadata
     become documents, embedded again with the current model (its vectors are not reused)."""
     from guaipeca.cli.context import open_index
-    from guaipeca.faiss_data import find_original_corpora, import_corpus, read_corpus
+    from guaipeca.faiss_data import find_original_corpora, read_corpus
 
     found = find_original_corpora(folder.expanduser())
     if not found:
@@ -138,13 +142,33 @@ def import_faiss(
             for original, name in zip(originals, names, strict=True):
                 for problem in original.problems:
                     err.print(f"warning {original.folder}: {problem}", markup=False)
-                report = import_corpus(idx, original, name=name, root=roots.get(name))
+                report = _import_one(idx, original, name, roots.get(name), as_json)
                 _print(report, idx.embedder_for(name).name, as_json)
         finally:
             idx.close()
 
 
-def _print(report: Any, model: str, as_json: bool) -> None:
+def _import_one(
+    idx: Index, original: OriginalCorpus, name: str, root: Path | None, as_json: bool
+) -> ImportReport:
+    """One original corpus imported, with the embedding phase's progress on stderr."""
+    from guaipeca.faiss_data import import_corpus
+    from guaipeca.progress import JobProgress
+
+    with JobProgress(console=err, quiet=as_json) as job:
+        task = job.task(f"{name}: embedded", "chunks")
+        report = import_corpus(
+            idx,
+            original,
+            name=name,
+            root=root,
+            progress=lambda done, left: task.update(done, done + left),
+        )
+        task.finish()
+    return report
+
+
+def _print(report: ImportReport, model: str, as_json: bool) -> None:
     source = report.source
     if as_json:
         data = {
