@@ -298,10 +298,8 @@ def sync_folder(
     stop: threading.Event | None = None,
     files: Sequence[Path] | None = None,
 ) -> SyncReport:
-    """Bring ``corpus`` in line with the files under ``folder``; ids are relative paths.
-
-    ``files``: index only these files (each under ``folder``), as A-RAG-OG's ``index.py``
-    did; nothing else in the corpus is removed.
+    """Bring ``corpus`` in line with the files under ``folder`` (only ``files``, removing
+    nothing else, when given: A-RAG-OG's ``index.py``); ids are relative paths.
 
     ``skip``: folders never read (our data folder). Each file not indexed is named, in
     ``skipped`` (``SKIP_KINDS``) when nothing is wrong with it, else in ``failed``; not
@@ -340,10 +338,8 @@ def sync_folder(
 
     # 1. Which files changed (size+mtime, then hash); never our own data folder.
     skipped = [Path(p).expanduser().resolve() for p in skip]
-    # Each file's folder resolved as ``root`` is, its own name kept (a link stays a link).
-    listed = [Path(f).parent.resolve() / Path(f).name for f in files] if files is not None else None
     candidates, seen = _changed_files(
-        root, exts, exclude, skipped, known, force, max_bytes, ocr, report, listed
+        root, exts, exclude, skipped, known, force, max_bytes, ocr, report, files
     )
     # 2-3. Convert what the cache does not have (in worker processes if asked, running
     # ahead), and add in path order as results arrive, so any number of workers gives the
@@ -358,12 +354,22 @@ def sync_folder(
     timings = _add_converted(conversions, len(candidates), cache, known, adder, progress)
     report.keyword_seconds = time.perf_counter() - started
     _note_slowest(index, corpus, timings, report)
-    # 4. Files that are gone leave the index (documents added through the API stay).
-    for doc_id, state in known.items() if files is None else ():
-        if state.source_path is not None and doc_id not in seen:
-            report.removed += int(index.delete_document(doc_id, corpus=corpus))
+    # 4. Files that are gone leave the index (not when only ``files`` were read).
+    report.removed += _remove_gone(index, corpus, known, seen) if files is None else 0
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _remove_gone(
+    index: Index, corpus: str, known: Mapping[str, SourceState], seen: set[str]
+) -> int:
+    """Delete the documents of files no longer in the folder (documents added through the
+    API, with no source file, stay); how many were."""
+    removed = 0
+    for doc_id, state in known.items():
+        if state.source_path is not None and doc_id not in seen:
+            removed += int(index.delete_document(doc_id, corpus=corpus))
+    return removed
 
 
 def _changed_files(
@@ -387,7 +393,12 @@ def _changed_files(
     candidates: list[_Candidate] = []
     seen: set[str] = set()
     paths = []
-    walked = _walk(root, exclude, report.failed) if listed is None else iter(listed)
+    # A listed file's folder is resolved as ``root`` is, its own name kept (a link stays one).
+    walked = (
+        _walk(root, exclude, report.failed)
+        if listed is None
+        else (Path(f).parent.resolve() / Path(f).name for f in listed)
+    )
     for p in walked:
         suffix = p.suffix.lower()
         if any(p.is_relative_to(s) for s in skipped):

@@ -17,7 +17,7 @@ from guaipeca.cli.context import WaitOption, WaitTimeoutOption, current_settings
 from guaipeca.errors import GuaipecaError
 
 if TYPE_CHECKING:
-    from guaipeca.faiss_data import ImportReport, OriginalCorpus
+    from guaipeca.compat.original import ImportReport, OriginalCorpus
     from guaipeca.index import Index
 
 __all__ = ["import_faiss", "migrate_config", "original_data_hint"]
@@ -91,7 +91,7 @@ def migrate_config(
 
 def original_data_hint(folder: Path) -> str | None:
     """One line telling what to run when ``folder`` is the original Guaipeca's data."""
-    from guaipeca.faiss_data import find_original_corpora
+    from guaipeca.compat.original import find_original_corpora
 
     found = find_original_corpora(folder)
     if not found:
@@ -122,7 +122,7 @@ def import_faiss(
     """Import the original Guaipeca's FAISS data: each corpus's chunk text and metadata
     become documents, embedded again with the current model (its vectors are not reused)."""
     from guaipeca.cli.context import open_index
-    from guaipeca.faiss_data import find_original_corpora, read_corpus
+    from guaipeca.compat.original import find_original_corpora, read_corpus
 
     found = find_original_corpora(folder.expanduser())
     if not found:
@@ -152,7 +152,7 @@ def _import_one(
     idx: Index, original: OriginalCorpus, name: str, root: Path | None, as_json: bool
 ) -> ImportReport:
     """One original corpus imported, with the embedding phase's progress on stderr."""
-    from guaipeca.faiss_data import import_corpus
+    from guaipeca.compat.original import import_corpus
     from guaipeca.progress import JobProgress
 
     with JobProgress(console=err, quiet=as_json) as job:

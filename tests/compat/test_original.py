@@ -1,4 +1,4 @@
-"""Reading the original Guaipeca's data folder (faiss_data.py) from a fixture built with the
+"""Reading the original Guaipeca's data folder (compat/original.py) from a fixture built with the
 real faiss-cpu: the FAISS header as FAISS wrote it, the text stitched back whole, the backup
 used when the index is damaged, and the documents embedded with our model."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from guaipeca import Index
+from guaipeca.compat.original import find_original_corpora, import_corpus, read_corpus
 from guaipeca.errors import InvalidArgumentError
-from guaipeca.faiss_data import find_original_corpora, import_corpus, read_corpus
 from support.legacy import ARCS, AUDIT, original_data
 
 faiss = pytest.importorskip("faiss")
