@@ -119,6 +119,13 @@ def quickstart(root: Path) -> str:
     return head + run.neutral(out)
 
 
+def search_budget(root: Path) -> str:
+    """A budgeted search over the two Wikipedia pages: the best 600 characters."""
+    run = Run(root)
+    run("index", "--path", str(_wiki(root)))
+    return run("search", "when was Mozilla founded?", "--budget", "600")
+
+
 def check(root: Path) -> str:
     run = Run(root)
     run("index", "--path", str(_wiki(root)))
@@ -317,6 +324,7 @@ def migrate(root: Path) -> str:
 
 SAMPLES: dict[str, Callable[[Path], str]] = {
     "quickstart": quickstart,
+    "search-budget": search_budget,
     "check": check,
     "install-service": install_service,
     "mcp-exchange": mcp_exchange,

@@ -229,8 +229,9 @@ def test_the_version_is_read_from_the_installed_metadata_only() -> None:
     assert written == ["guaipeca"]
 
 
-# Test folders that are not about one package: whole-system checks and shared helpers.
-_CROSS_CUTTING = {"reliability", "deploy", "support", "data"}
+# Test folders that are not about one package: whole-system checks, shared helpers and the
+# pure parts of bench/'s scripts.
+_CROSS_CUTTING = {"reliability", "deploy", "support", "data", "bench"}
 
 
 def test_the_tests_mirror_the_source_folder_for_folder() -> None:

@@ -148,11 +148,13 @@ def mode_search(
     corpora: Sequence[str] | None = None,
     rerank: bool | None = None,
     cancel: threading.Event | None = None,
+    budget: int | None = None,
 ) -> list[Hit]:
     """One search mode with the agentic depth arguments (``top_k_before`` candidates,
     ``top_k_after`` results): what keyword_search, semantic_search and
     keyword_and_semantic_search each run with their mode. ``cancel``, once set, stops the
-    search at its next checkpoint (see :meth:`Index.search`)."""
+    search at its next checkpoint; ``budget`` packs the best evidence into that many
+    characters, ``top_k_after`` then capping the spans (see :meth:`Index.search`)."""
     return index.search(
         query,
         mode=mode,
@@ -160,6 +162,7 @@ def mode_search(
         corpora=corpora,
         rerank=rerank,
         cancel=cancel,
+        budget=budget,
         **search_depth(index, top_k_before, top_k_after),
     )
 

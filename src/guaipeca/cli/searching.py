@@ -11,12 +11,34 @@ import typer
 from guaipeca.cli.context import current_settings, open_index, out
 from guaipeca.config import MAX_TOP_K, LoadedSettings
 from guaipeca.errors import GuaipecaError
+from guaipeca.index.evidence import MAX_BUDGET
 from guaipeca.types import SEARCH_MODES, Explanation, Hit, SearchMode
 
 if TYPE_CHECKING:
     from guaipeca.index import Index
 
 
+TopKOption = Annotated[
+    int | None,
+    typer.Option(
+        "--top-k",
+        "-k",
+        min=1,
+        max=MAX_TOP_K,
+        help="How many hits to print (default 5; with --budget: as many as fit).",
+    ),
+]
+BudgetOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        max=MAX_BUDGET,
+        help="Print the best evidence that fits in this many characters instead of "
+        "whole chunks: paragraphs and sentences, best first, neighbours merged, cut at "
+        "sentence ends (e.g. 2000 for a fact, 8000 to compare). --top-k then caps the "
+        "number of spans.",
+    ),
+]
 ModeOption = Annotated[
     str | None,
     typer.Option(
@@ -45,9 +67,7 @@ def _mode(mode: str | None, hybrid: bool) -> SearchMode | None:
 
 def search(
     query: Annotated[str, typer.Argument(help="What to look for: a question or keywords.")],
-    top_k: Annotated[
-        int, typer.Option("--top-k", "-k", min=1, max=MAX_TOP_K, help="How many hits to print.")
-    ] = 5,
+    top_k: TopKOption = None,
     mode: ModeOption = None,
     hybrid: HybridOption = False,
     corpus: Annotated[
@@ -85,6 +105,7 @@ def search(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the hits as JSON, for scripts.")
     ] = False,
+    budget: BudgetOption = None,
     explain: Annotated[
         bool,
         typer.Option(
@@ -107,7 +128,7 @@ def search(
     try:
         hits = idx.search(
             query,
-            top_k=top_k,
+            top_k=top_k if top_k is not None or budget is not None else 5,
             mode=searched,
             where=filters,
             corpora=_search_scope(loaded, idx, corpus),
@@ -116,10 +137,11 @@ def search(
             section_mode=section_mode,
             return_mode=return_mode,  # type: ignore[arg-type]  # checked by Index.search
             explain=explain,
+            budget=budget,
         )
     finally:
         idx.close()
-    _print_hits(hits, as_json)
+    _print_hits(hits, as_json, whole=budget is not None)
 
 
 def _search_scope(loaded: LoadedSettings, idx: Index, corpus: list[str] | None) -> list[str] | None:
@@ -143,7 +165,8 @@ def _search_scope(loaded: LoadedSettings, idx: Index, corpus: list[str] | None) 
     return scope
 
 
-def _print_hits(hits: list[Hit], as_json: bool) -> None:
+def _print_hits(hits: list[Hit], as_json: bool, *, whole: bool = False) -> None:
+    """The hits as text (``whole``: each span's full text, not its snippet) or JSON."""
     if as_json:
         out.print_verbatim(json.dumps([h.to_dict() for h in hits], ensure_ascii=False))
         return
@@ -164,7 +187,10 @@ def _print_hits(hits: list[Hit], as_json: bool) -> None:
             out.print("   " + " > ".join(trail))
         if h.table_header:
             out.print(f"   columns: {h.table_header}")
-        out.print(f"   {h.snippet}")
+        if whole:
+            out.print_verbatim("\n".join("   " + line for line in h.text.splitlines()))
+        else:
+            out.print(f"   {h.snippet}")
         if h.explanation is not None:
             for line in explanation_lines(h.explanation):
                 out.print(f"   {line}")

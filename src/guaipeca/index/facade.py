@@ -28,7 +28,7 @@ from guaipeca.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
-from guaipeca.index import pipeline, ranking, results
+from guaipeca.index import evidence, pipeline, ranking, results
 from guaipeca.index.background import BackgroundEmbedder
 from guaipeca.index.checks import check_vectors, checkpoint, parse_chunk_id, snowball_language
 from guaipeca.index.corpora import Corpora, hold_corpora
@@ -391,6 +391,7 @@ class Index:
         max_chars: int | None = None,
         cancel: threading.Event | None = None,
         explain: bool = False,
+        budget: int | None = None,
     ) -> list[Hit]:
         """Search the corpora; returns up to ``top_k`` hits, best first.
 
@@ -416,6 +417,14 @@ class Index:
 
         ``explain`` gives every hit an :class:`~guaipeca.types.Explanation` of its score.
 
+        ``budget`` (characters) returns the best evidence that fits in it instead of whole
+        chunks: the retrieved chunks' paragraphs (list items, tables, code blocks) scored
+        one by one against the query, packed best first, neighbours merged into one span and
+        the last one cut at sentence ends. Each hit's text is exactly
+        ``document[start:end]``, its ``chunk_id`` the chunk it starts in, ``truncated`` set
+        when a paragraph was cut; the texts together never exceed ``budget``. ``top_k``, when
+        given, caps the number of spans.
+
         ``cancel``, once set (a caller's deadline passed), stops the search at its next
         checkpoint with :class:`StoppedError`.
 
@@ -425,6 +434,10 @@ class Index:
             NotFoundError: an unknown corpus name.
             StoppedError: ``cancel`` was set.
         """
+        spans = top_k
+        if budget is not None:
+            budget = evidence.check_budget(budget, return_mode, section_mode)
+            top_k = evidence.BUDGET_CANDIDATES
         p = pipeline.plan(
             self.settings, query, top_k=top_k, mode=mode, where=where, candidates=candidates,
             rrf_k=rrf_k, dense_weight=dense_weight, bm25_weight=bm25_weight, fusion=fusion,
@@ -445,10 +458,20 @@ class Index:
             p, scored, self._corpora.stores, weights, self.settings, self._http_reranker
         )
         check()
-        found = pipeline.shape(p, scored, self._corpora.stores, self.settings.search, check)
+        if budget is not None:
+            found = self._budgeted(p, scored, budget, check)[:spans]
+        else:
+            found = pipeline.shape(p, scored, self._corpora.stores, self.settings.search, check)
         if explained is not None:
             found = pipeline.explained_hits(found, explained)
         return [dataclasses.replace(h, rerank_error=failed) for h in found] if failed else found
+
+    def _budgeted(
+        self, p: pipeline.SearchPlan, scored: list[Scored], budget: int, check: Callable[[], None]
+    ) -> list[Hit]:
+        stores, width = self._corpora.stores, self.settings.search.snippet_chars
+        found = results.hits(scored[: p.top_k], stores, p.query, width, snippets=False, check=check)
+        return evidence.budgeted(found, stores, p.query, budget, width, check)
 
     def _http_reranker(self) -> HttpReranker:
         with self._lock:

@@ -145,6 +145,8 @@ class SearchOut(BaseModel):
     section_mode: bool
     count: int
     hits: list[HitOut]
+    #: The character budget the hits were packed into (None: whole chunks).
+    budget: int | None = None
 
 
 class ChunksOut(BaseModel):

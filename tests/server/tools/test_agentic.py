@@ -27,8 +27,24 @@ MISSION = "# Mission log\n\nNASA engineers tested the heat shield in the Mojave 
 OTHER = "# Recipes\n\nBake the bread for forty minutes.\n"
 
 AGENT_TOOLS = {
-    "keyword_search": {"query", "top_k_after", "top_k_before", "rerank", "corpora", "where"},
-    "semantic_search": {"query", "top_k_after", "top_k_before", "rerank", "corpora", "where"},
+    "keyword_search": {
+        "query",
+        "top_k_after",
+        "top_k_before",
+        "rerank",
+        "corpora",
+        "where",
+        "budget",
+    },
+    "semantic_search": {
+        "query",
+        "top_k_after",
+        "top_k_before",
+        "rerank",
+        "corpora",
+        "where",
+        "budget",
+    },
     "filtered_search": {
         "query",
         "keywords",
@@ -42,6 +58,7 @@ AGENT_TOOLS = {
         "top_k_before",
         "rerank",
         "corpora",
+        "budget",
     },
     "read_chunk": {"chunk_ids"},
     "read_neighbors": {"chunk_ids", "window"},

@@ -54,6 +54,7 @@ TOOLS = {
             "section_filter",
             "max_chars",
             "explain",
+            "budget",
         },
         True,
         False,
@@ -79,7 +80,7 @@ TOOLS = {
     "delete": ({"corpus"}, {"corpus", "doc_id", "filename", "index"}, False, True),
 }
 # The agentic tools (tests/server/tools/test_agentic.py checks them in detail).
-_SEARCH_ARGS = {"query", "top_k_after", "top_k_before", "rerank", "corpora", "where"}
+_SEARCH_ARGS = {"query", "top_k_after", "top_k_before", "rerank", "corpora", "where", "budget"}
 TOOLS.update(
     {
         "keyword_search": ({"query"}, _SEARCH_ARGS, True, False),
@@ -97,7 +98,7 @@ TOOLS.update(
         "find_related": (
             {"chunk_ids"},
             {"chunk_ids", "query", "exclude", "same_document"}
-            | (_SEARCH_ARGS - {"where", "rerank"}),
+            | (_SEARCH_ARGS - {"where", "rerank", "budget"}),
             True,
             False,
         ),
@@ -223,6 +224,8 @@ SEARCHES: list[dict[str, Any]] = [
     {"query": "installer", "return_mode": "auto"},
     {"query": "installer", "section_mode": True, "mode": "keyword"},
     {"query": "installer", "section_filter": "Guide > Install", "mode": "keyword"},
+    {"query": "installer log file", "budget": 300},
+    {"query": "installer", "budget": 120, "mode": "keyword", "top_k": 1},
 ]
 
 
@@ -240,6 +243,9 @@ async def test_search_returns_what_the_library_returns(
     got = [(h["chunk_id"], h["start"], h["end"], h["text"], h["score"]) for h in out["hits"]]
     assert got == [(h.chunk_id, h.start, h.end, h.text, h.score) for h in expected]
     assert out["mode"] == args.get("mode", "hybrid")
+    assert out["budget"] == args.get("budget")
+    if "budget" in args:
+        assert sum(len(h["text"]) for h in out["hits"]) <= args["budget"]
 
 
 @pytest.mark.anyio
@@ -298,6 +304,9 @@ async def test_search_hits_cite_spans_relative_to_the_corpus_folder(
         ({"query": "x", "corpora": ["doc"]}, "no corpus named 'doc'; did you mean 'docs'?"),
         ({"query": "x", "return_mode": "pages"}, "return_mode: Input should be"),
         ({"query": "x", "section_filter": ""}, "section_filter: String should have at least"),
+        ({"query": "x", "budget": 0}, "budget: Input should be greater than or equal to 1"),
+        ({"query": "x", "budget": 10**7}, "budget: Input should be less than or equal to"),
+        ({"query": "x", "budget": 500, "return_mode": "documents"}, "return_mode 'chunks'"),
     ],
 )
 async def test_search_refuses_bad_arguments_with_one_clear_line(

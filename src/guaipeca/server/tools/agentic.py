@@ -25,6 +25,7 @@ from guaipeca.server.tools.common import (
     TOOL_MAX_CHUNK_IDS,
     TOOL_MAX_TOP_K,
     WHERE_DOC,
+    BudgetArg,
     Registrar,
     in_thread,
 )
@@ -232,6 +233,7 @@ async def _mode_search(
     rerank: bool | None,
     corpora: list[str] | None,
     where: dict[str, Any] | None,
+    budget: int | None = None,
 ) -> AgentSearchOut:
     """Run one mode's search under the gate (cap and deadline) and shape its answer."""
     # Cancellable: past the deadline the search stops at its next checkpoint and frees its slot.
@@ -247,6 +249,7 @@ async def _mode_search(
             corpora=scope,
             where=where,
             cancel=cancel,
+            budget=budget,
         )
     )
     return AgentSearchOut(
@@ -266,6 +269,7 @@ def register_keyword_search(tool: Registrar, service: Service, gate: SearchGate)
         rerank: _Rerank = None,
         corpora: _Corpora = None,
         where: _Where = None,
+        budget: BudgetArg = None,
     ) -> AgentSearchOut:
         """Exact-term search (BM25 with the corpus language's stemming): best for names,
         codes, identifiers, rare words and quoted phrases. Returns hits like search.
@@ -274,8 +278,9 @@ def register_keyword_search(tool: Registrar, service: Service, gate: SearchGate)
         another language), and filtered_search to narrow by entity, keyword or date.
         """
         return await _mode_search(
-            service, gate, "keyword", query, top_k_after, top_k_before, rerank, corpora, where
-        )
+            service, gate, "keyword", query, top_k_after, top_k_before, rerank, corpora, where,
+            budget,
+        )  # fmt: skip
 
 
 def register_keyword_and_semantic_search(
@@ -292,6 +297,7 @@ def register_keyword_and_semantic_search(
         rerank: _Rerank = None,
         corpora: _Corpora = None,
         where: _Where = None,
+        budget: BudgetArg = None,
     ) -> AgentSearchOut:
         """Keywords and meaning fused (hybrid), with top_k_before/top_k_after: the same
         ranking as search with mode hybrid, under A-RAG-OG's name for its default tool.
@@ -300,8 +306,9 @@ def register_keyword_and_semantic_search(
         Use keyword_search for exact names or codes, semantic_search for paraphrases.
         """
         return await _mode_search(
-            service, gate, "hybrid", query, top_k_after, top_k_before, rerank, corpora, where
-        )
+            service, gate, "hybrid", query, top_k_after, top_k_before, rerank, corpora, where,
+            budget,
+        )  # fmt: skip
 
 
 def register_semantic_search(tool: Registrar, service: Service, gate: SearchGate) -> None:
@@ -316,6 +323,7 @@ def register_semantic_search(tool: Registrar, service: Service, gate: SearchGate
         rerank: _Rerank = None,
         corpora: _Corpora = None,
         where: _Where = None,
+        budget: BudgetArg = None,
     ) -> AgentSearchOut:
         """Meaning-based search (embeddings only): finds passages that say the same thing
         in other words. Returns hits like search.
@@ -323,8 +331,9 @@ def register_semantic_search(tool: Registrar, service: Service, gate: SearchGate
         Use keyword_search for exact names or codes; search (hybrid) is the best default.
         """
         return await _mode_search(
-            service, gate, "dense", query, top_k_after, top_k_before, rerank, corpora, where
-        )
+            service, gate, "dense", query, top_k_after, top_k_before, rerank, corpora, where,
+            budget,
+        )  # fmt: skip
 
 
 def register_filtered_search(tool: Registrar, service: Service, gate: SearchGate) -> None:
@@ -350,6 +359,7 @@ def register_filtered_search(tool: Registrar, service: Service, gate: SearchGate
         top_k_before: _Before = None,
         rerank: _Rerank = None,
         corpora: _Corpora = None,
+        budget: BudgetArg = None,
     ) -> AgentSearchOut:
         """Search only inside chunks that match conditions on what indexing extracted
         from them — keywords, named entities, dates, content type — and on metadata
@@ -376,6 +386,7 @@ def register_filtered_search(tool: Registrar, service: Service, gate: SearchGate
                 **search_depth(idx, top_k_before, top_k_after),
                 rerank=rerank,
                 cancel=cancel,
+                budget=budget,
             )
         )
         return AgentSearchOut(

@@ -21,17 +21,18 @@ import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Annotated, Any, ParamSpec, Protocol, TypeVar
 
 import anyio.to_thread
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
-from pydantic import AnyUrl, ValidationError
+from pydantic import AnyUrl, Field, ValidationError
 
 from guaipeca.config import did_you_mean
 from guaipeca.errors import GuaipecaError, InvalidArgumentError
+from guaipeca.index import MAX_BUDGET
 from guaipeca.server.audit import door
 from guaipeca.server.departure import current_departure, departure_of
 from guaipeca.server.limits import rate_counted, too_many_requests
@@ -42,6 +43,7 @@ from guaipeca.server.tools.links import resource_links
 from guaipeca.server.writes import STDIO, current_caller
 
 __all__ = [
+    "BUDGET_DOC",
     "INSTRUCTIONS",
     "READ_ONLY",
     "TOOL_MAX_CHUNK_IDS",
@@ -49,6 +51,7 @@ __all__ = [
     "TOOL_MAX_TOP_K",
     "TOOL_RESULT_CHARS",
     "WHERE_DOC",
+    "BudgetArg",
     "Registrar",
     "ToolServer",
     "describe_invalid_arguments",
@@ -205,7 +208,20 @@ To dig deeper: `keyword_search` (exact names, codes) and `semantic_search` (mean
 `filtered_search` narrows by the entities, keywords, dates and content types extracted from
 each chunk; `read_neighbors` reads the text around hits; `find_related` follows a hit's
 entities and key terms into other documents (call it again on its results for more hops).
-`index` re-reads the folders; `upload` and `delete` change corpora that allow it."""
+`index` re-reads the folders; `upload` and `delete` change corpora that allow it.
+In long documents (manuals, laws, books) give the search tools a `budget` in characters:
+they then return the best paragraphs and sentences that fit in it, not whole chunks."""
+
+BUDGET_DOC = (
+    "Return the best evidence that fits in this many characters instead of whole chunks: "
+    "the matching paragraphs and sentences, best first, neighbours merged, cut at sentence "
+    "ends, each an exact span (start/end) with its heading_trail and pages. Ask for 1000-2000 "
+    "for a fact (a date, a number, a definition), 4000-8000 to compare or summarise; widen a "
+    "hit with read_neighbors (its chunk_id) or get_document from its end. With a budget, "
+    "top_k caps the number of spans and return_mode must be chunks."
+)
+#: The search tools' ``budget`` argument.
+BudgetArg = Annotated[int | None, Field(ge=1, le=MAX_BUDGET, description=BUDGET_DOC)]
 
 WHERE_DOC = (
     "Metadata filter, a JSON object of field conditions (AND-ed), plus top-level $and/$or "

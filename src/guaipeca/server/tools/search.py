@@ -18,6 +18,7 @@ from guaipeca.server.tools.common import (
     TOOL_MAX_TOP_K,
     TOOL_RESULT_CHARS,
     WHERE_DOC,
+    BudgetArg,
     Registrar,
 )
 from guaipeca.types import Hit, ReturnMode, SearchMode
@@ -136,6 +137,7 @@ async def _run_search(
     section_filter: str | None,
     max_chars: int,
     explain: bool = False,
+    budget: int | None = None,
 ) -> list[Hit]:
     """One search through the gate, in a worker thread (scoping the corpora reads the
     index, so it runs there too)."""
@@ -153,6 +155,7 @@ async def _run_search(
             max_chars=max_chars,
             cancel=cancel,
             explain=explain,
+            budget=budget,
         )
 
     return await gate.run_cancellable(run)
@@ -165,6 +168,7 @@ def _search_out(
     return_mode: ReturnMode,
     section_mode: bool,
     hits: list[Hit],
+    budget: int | None = None,
 ) -> SearchOut:
     """The tool's result: the search as run, and its hits."""
     return SearchOut(
@@ -172,6 +176,7 @@ def _search_out(
         mode=mode,
         return_mode=return_mode,
         section_mode=section_mode,
+        budget=budget,
         count=len(hits),
         hits=[service.hit_out(h) for h in hits],
     )
@@ -195,6 +200,7 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
         section_filter: _SectionFilter = None,
         max_chars: _MaxChars = TOOL_RESULT_CHARS,
         explain: _Explain = False,
+        budget: BudgetArg = None,
     ) -> SearchOut:
         """Search the indexed documents and return the best passages, best first.
 
@@ -206,6 +212,8 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
         offsets in 'highlights'), table_header for table rows, ocr for scanned text, and the
         passage text. Follow up with get_chunk, get_toc or get_document. Whole documents or
         sections come within max_chars characters in all: a hit cut short has truncated: true.
+        In long documents, give a budget (characters) to get the best paragraphs and
+        sentences that fit in it instead of whole chunks.
         """
         chosen = resolve_mode(mode, hybrid, s.mode)
         hits = await _run_search(
@@ -221,5 +229,6 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
             section_filter=section_filter,
             max_chars=max_chars,
             explain=explain,
+            budget=budget,
         )
-        return _search_out(service, query, chosen, return_mode, section_mode, hits)
+        return _search_out(service, query, chosen, return_mode, section_mode, hits, budget)
