@@ -296,8 +296,10 @@ def sync_folder(
     limits: FileLimits | None = None,
     ocr: OcrOptions | None = None,
     stop: threading.Event | None = None,
+    files: Sequence[Path] | None = None,
 ) -> SyncReport:
-    """Bring ``corpus`` in line with the files under ``folder``; ids are relative paths.
+    """Bring ``corpus`` in line with the files under ``folder`` (only ``files``, removing
+    nothing else, when given: A-RAG-OG's ``index.py``); ids are relative paths.
 
     ``skip``: folders never read (our data folder). Each file not indexed is named, in
     ``skipped`` (``SKIP_KINDS``) when nothing is wrong with it, else in ``failed``; not
@@ -337,7 +339,7 @@ def sync_folder(
     # 1. Which files changed (size+mtime, then hash); never our own data folder.
     skipped = [Path(p).expanduser().resolve() for p in skip]
     candidates, seen = _changed_files(
-        root, exts, exclude, skipped, known, force, max_bytes, ocr, report
+        root, exts, exclude, skipped, known, force, max_bytes, ocr, report, files
     )
     # 2-3. Convert what the cache does not have (in worker processes if asked, running
     # ahead), and add in path order as results arrive, so any number of workers gives the
@@ -352,12 +354,22 @@ def sync_folder(
     timings = _add_converted(conversions, len(candidates), cache, known, adder, progress)
     report.keyword_seconds = time.perf_counter() - started
     _note_slowest(index, corpus, timings, report)
-    # 4. Files that are gone leave the index (documents added through the API stay).
-    for doc_id, state in known.items():
-        if state.source_path is not None and doc_id not in seen:
-            report.removed += int(index.delete_document(doc_id, corpus=corpus))
+    # 4. Files that are gone leave the index (not when only ``files`` were read).
+    report.removed += _remove_gone(index, corpus, known, seen) if files is None else 0
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _remove_gone(
+    index: Index, corpus: str, known: Mapping[str, SourceState], seen: set[str]
+) -> int:
+    """Delete the documents of files no longer in the folder (documents added through the
+    API, with no source file, stay); how many were."""
+    removed = 0
+    for doc_id, state in known.items():
+        if state.source_path is not None and doc_id not in seen:
+            removed += int(index.delete_document(doc_id, corpus=corpus))
+    return removed
 
 
 def _changed_files(
@@ -370,6 +382,7 @@ def _changed_files(
     max_bytes: int,
     ocr: OcrOptions,
     report: SyncReport,
+    listed: Sequence[Path] | None = None,
 ) -> tuple[list[_Candidate], set[str]]:
     """The files to (re)index, with their hashes, and every file seen (by relative path).
     Unchanged files (same path, size and mtime) are counted, unreadable ones reported.
@@ -380,7 +393,13 @@ def _changed_files(
     candidates: list[_Candidate] = []
     seen: set[str] = set()
     paths = []
-    for p in _walk(root, exclude, report.failed):
+    # A listed file's folder is resolved as ``root`` is, its own name kept (a link stays one).
+    walked = (
+        _walk(root, exclude, report.failed)
+        if listed is None
+        else (Path(f).parent.resolve() / Path(f).name for f in listed)
+    )
+    for p in walked:
         suffix = p.suffix.lower()
         if any(p.is_relative_to(s) for s in skipped):
             continue  # our own data folder

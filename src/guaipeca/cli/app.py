@@ -6,7 +6,8 @@ and progress go to stderr; results go to stdout (``--json`` for scripts).
 Each command lives with its group: configure.py (init, check-model), indexing.py (index),
 searching.py (search), status.py (status, corpora), maintenance.py (drop, migrate, reembed,
 compact, check), serving.py (serve, install-service), tokens.py (token add, list, revoke),
-evaluation.py (eval), audit.py (audit, the server's log of writes and denied requests). A
+evaluation.py (eval), audit.py (audit, the server's log of writes and denied requests),
+legacy.py (migrate-config, import-faiss: coming from the systems Guaipeca replaces). A
 command imports what it needs when it runs, so that ``guaipeca --help`` and a keyword search
 start fast.
 """
@@ -36,6 +37,7 @@ from guaipeca.cli.context import (
 )
 from guaipeca.cli.evaluation import eval_
 from guaipeca.cli.indexing import index
+from guaipeca.cli.legacy import import_faiss, migrate_config
 from guaipeca.cli.maintenance import check, compact, drop, migrate, reembed
 from guaipeca.cli.searching import search
 from guaipeca.cli.serving import install_service, serve
@@ -71,12 +73,14 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def _main(
+    ctx: typer.Context,
     config: Annotated[
         str | None,
         typer.Option(
             "--config",
+            "-c",
             envvar="GUAIPECA_CONFIG",
             help="Config file (default: $GUAIPECA_HOME/guaipeca.yaml, ~/.guaipeca/...).",
         ),
@@ -87,6 +91,12 @@ def _main(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Log more detail to stderr.")
     ] = False,
+    check_model_flag: Annotated[
+        bool,
+        typer.Option(
+            "--check-model", help="The same as 'guaipeca check-model' (the original's flag)."
+        ),
+    ] = False,
 ) -> None:
     state.config = config
     handler = logging.StreamHandler(sys.stderr)
@@ -95,6 +105,12 @@ def _main(
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING, handlers=[handler], force=True
     )
+    if ctx.invoked_subcommand is not None:
+        return
+    if not check_model_flag:
+        err.print("error: missing command (guaipeca --help lists them)")
+        raise typer.Exit(EXIT_USAGE)
+    check_model(download=False, as_json=False)
 
 
 app.command()(init)
@@ -113,6 +129,8 @@ app.command()(compact)
 app.command()(check)
 app.command()(audit)
 app.command("eval")(eval_)
+app.command("migrate-config")(migrate_config)
+app.command("import-faiss")(import_faiss)
 
 
 def main(argv: list[str] | None = None) -> int:

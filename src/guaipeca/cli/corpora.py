@@ -96,6 +96,9 @@ class Target:
     options: dict[str, Any]
     from_config: bool
     implicit: bool = False  # the 'default' corpus, not named by the user
+    #: Only these files of the folder (``guaipeca index FILE...``): the corpus keeps the
+    #: rest of what it holds, so the folder is neither checked nor remembered.
+    files: list[Path] | None = None
 
 
 def drop_note(name: str) -> str:
@@ -133,7 +136,7 @@ def settle_folders(
     record = FolderRecord(loaded.data_dir)
     settled = []
     for target in targets:
-        if not (target.from_config or replace):
+        if not (target.from_config or replace or target.files):
             target = _settled(record, idx, target, err)
         settled.append(target)
     return settled
@@ -162,6 +165,8 @@ def _settled(record: FolderRecord, idx: Index, target: Target, err: Console) -> 
 
 
 def remember(loaded: LoadedSettings, target: Target) -> None:
+    if target.files:
+        return
     FolderRecord(loaded.data_dir).set(target.name, target.folder)
 
 

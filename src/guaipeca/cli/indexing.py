@@ -47,7 +47,16 @@ if TYPE_CHECKING:
 def index(
     corpora: Annotated[
         list[str] | None,
-        typer.Argument(help="The corpora to index. Without one, every configured corpus."),
+        typer.Argument(
+            help="The corpora to index (without one, every configured corpus), or files to "
+            "index into --corpus, or one folder (as --path)."
+        ),
+    ] = None,
+    into: Annotated[
+        str | None,
+        typer.Option(
+            "--corpus", help="The corpus files listed as arguments go into (default: default)."
+        ),
     ] = None,
     path: Annotated[
         Path | None,
@@ -98,7 +107,7 @@ def index(
     One process writes a corpus at a time: when another one is (an index run, a server),
     this exits with code 1 naming it, or waits for it with --wait."""
     loaded = current_settings()
-    targets = _targets(loaded, corpora, path)
+    targets = _targets(loaded, corpora, path, into)
     hold = functools.partial(writing, loaded, wait=wait, timeout=wait_timeout)
     targets, reports = _held_rounds(
         loaded,
@@ -244,6 +253,7 @@ def _one_target(
                 workers=workers,
                 wait=False,
                 limits=FileLimits(**loaded.settings.limits.model_dump()),
+                files=target.files,
                 **target.options,
             ),
         )
@@ -251,11 +261,22 @@ def _one_target(
     return report
 
 
-def _targets(loaded: LoadedSettings, names: list[str] | None, path: Path | None) -> list[Target]:
+def _targets(
+    loaded: LoadedSettings, names: list[str] | None, path: Path | None, into: str | None = None
+) -> list[Target]:
     from guaipeca.cli.corpora import Target
     from guaipeca.convert import OcrOptions
 
     s = loaded.settings
+    if names == ["all"] and path is None and "all" not in {c.name for c in s.corpora}:
+        names = None  # the original's 'guaipeca index all': every configured corpus
+    given = _given_paths(loaded, names or []) if path is None else []
+    if len(given) == 1 and given[0].is_dir():
+        names, path = ([into] if into else []), given[0]  # 'guaipeca index FOLDER'
+    elif given:
+        return [_files_target(loaded, given, into)]
+    elif into is not None:
+        raise GuaipecaError("--corpus names where listed files go; list files after it")
     if path is not None:
         if names and len(names) > 1:
             raise GuaipecaError("--path indexes one corpus; name at most one")
@@ -296,10 +317,47 @@ def _targets(loaded: LoadedSettings, names: list[str] | None, path: Path | None)
     ]
 
 
+def _given_paths(loaded: LoadedSettings, args: list[str]) -> list[Path]:
+    """The arguments as paths when they name files (or one folder) rather than configured
+    corpora; [] when they are corpus names. Both at once is an error."""
+    configured = {c.name for c in loaded.settings.corpora}
+    paths = [Path(a) for a in args if a not in configured and Path(a).expanduser().exists()]
+    if paths and len(paths) != len(args):
+        raise GuaipecaError("name corpora or list files, not both")
+    if len(paths) > 1 and any(p.is_dir() for p in paths):
+        folder = next(p for p in paths if p.is_dir())
+        raise GuaipecaError(f"{folder} is a folder: list files, or index one folder at a time")
+    return [p.expanduser() for p in paths]
+
+
+def _files_target(loaded: LoadedSettings, files: list[Path], into: str | None) -> Target:
+    """``guaipeca index FILE...`` (A-RAG-OG's ``index.py``): these files into one corpus,
+    their ids relative to the working folder (or to the folder they share)."""
+    import os
+
+    from guaipeca.cli.corpora import Target
+    from guaipeca.convert import OcrOptions
+
+    name = into or DEFAULT_CORPUS
+    conf = {c.name: c for c in loaded.settings.corpora}.get(name)
+    language = conf.language if conf is not None else None
+    absolute = [Path(os.path.abspath(f)) for f in files]
+    cwd = Path.cwd()
+    shared = Path(os.path.commonpath([f.parent for f in absolute]))
+    root = cwd if all(f.is_relative_to(cwd) for f in absolute) else shared
+    options = {"language": language, "ocr": OcrOptions.from_settings(loaded.settings.ocr, language)}
+    return Target(name, _check_folder(root), options, from_config=False, files=absolute)
+
+
 def _check_folder(path: Path) -> Path:
+    from guaipeca.cli.legacy import original_data_hint
+
     folder = path.expanduser().resolve()
     if not folder.is_dir():
         raise GuaipecaError(f"{path} is not a folder")
+    hint = original_data_hint(folder)
+    if hint is not None:
+        raise GuaipecaError(hint)
     if folder == Path(folder.anchor):
         raise GuaipecaError("refusing to index the whole file system; name a folder")
     return folder

@@ -12,35 +12,69 @@ from guaipeca.cli.context import current_settings, open_index, out
 from guaipeca.config import MAX_TOP_K, LoadedSettings
 from guaipeca.errors import GuaipecaError
 from guaipeca.index.evidence import MAX_BUDGET
-from guaipeca.types import SEARCH_MODES, Explanation, Hit
+from guaipeca.types import SEARCH_MODES, Explanation, Hit, SearchMode
 
 if TYPE_CHECKING:
     from guaipeca.index import Index
 
 
+TopKOption = Annotated[
+    int | None,
+    typer.Option(
+        "--top-k",
+        "-k",
+        min=1,
+        max=MAX_TOP_K,
+        help="How many hits to print (default 5; with --budget: as many as fit).",
+    ),
+]
+BudgetOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        max=MAX_BUDGET,
+        help="Print the best evidence that fits in this many characters instead of "
+        "whole chunks: paragraphs and sentences, best first, neighbours merged, cut at "
+        "sentence ends (e.g. 2000 for a fact, 8000 to compare). --top-k then caps the "
+        "number of spans.",
+    ),
+]
+ModeOption = Annotated[
+    str | None,
+    typer.Option(
+        help="hybrid (keywords and meaning), keyword (exact terms, no model) or dense "
+        "(meaning) (default: search.mode, hybrid)."
+    ),
+]
+#: The original Guaipeca's flags, kept as aliases.
+HybridOption = Annotated[
+    bool, typer.Option("--hybrid", help="The same as --mode hybrid (the original's flag).")
+]
+CorporaListOption = Annotated[
+    str | None,
+    typer.Option("--corpora", help="Corpora to search, comma-separated (the original's)."),
+]
+
+
+def _mode(mode: str | None, hybrid: bool) -> SearchMode | None:
+    """The mode asked for (None: the config's), ``--hybrid`` being ``--mode hybrid``."""
+    if hybrid and mode not in (None, "hybrid"):
+        raise typer.BadParameter(f"--hybrid contradicts --mode {mode}", param_hint="--hybrid")
+    if mode is not None and mode not in SEARCH_MODES:
+        raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
+    return "hybrid" if hybrid else mode
+
+
 def search(
     query: Annotated[str, typer.Argument(help="What to look for: a question or keywords.")],
-    top_k: Annotated[
-        int | None,
-        typer.Option(
-            "--top-k",
-            "-k",
-            min=1,
-            max=MAX_TOP_K,
-            help="How many hits to print (default 5; with --budget: as many as fit).",
-        ),
-    ] = None,
-    mode: Annotated[
-        str,
-        typer.Option(
-            help="hybrid (keywords and meaning), keyword (exact terms, no model) or dense "
-            "(meaning)."
-        ),
-    ] = "hybrid",
+    top_k: TopKOption = None,
+    mode: ModeOption = None,
+    hybrid: HybridOption = False,
     corpus: Annotated[
         list[str] | None,
         typer.Option("--corpus", "-c", help="Search only this corpus; repeat it for several."),
     ] = None,
+    corpora_list: CorporaListOption = None,
     where: Annotated[
         str | None,
         typer.Option(help='A metadata filter as JSON, e.g. \'{"extension": "pdf", "page": 3}\'.'),
@@ -71,17 +105,7 @@ def search(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the hits as JSON, for scripts.")
     ] = False,
-    budget: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=MAX_BUDGET,
-            help="Print the best evidence that fits in this many characters instead of "
-            "whole chunks: paragraphs and sentences, best first, neighbours merged, cut at "
-            "sentence ends (e.g. 2000 for a fact, 8000 to compare). --top-k then caps the "
-            "number of spans.",
-        ),
-    ] = None,
+    budget: BudgetOption = None,
     explain: Annotated[
         bool,
         typer.Option(
@@ -92,18 +116,20 @@ def search(
     ] = False,
 ) -> None:
     """Search the index and print ranked hits with source, page, heading path and span."""
-    if mode not in SEARCH_MODES:
-        raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
+    chosen = _mode(mode, hybrid)  # checked before anything loads
     from guaipeca.store import parse_where_json
 
     filters = parse_where_json(where) if where else None
     loaded = current_settings()
-    idx = open_index(loaded, keyword_only=mode == "keyword")
+    searched = chosen or loaded.settings.search.mode
+    if corpora_list:  # the original's --corpora a,b
+        corpus = [*(corpus or []), *(n.strip() for n in corpora_list.split(",") if n.strip())]
+    idx = open_index(loaded, keyword_only=searched == "keyword")
     try:
         hits = idx.search(
             query,
             top_k=top_k if top_k is not None or budget is not None else 5,
-            mode=mode,
+            mode=searched,
             where=filters,
             corpora=_search_scope(loaded, idx, corpus),
             rerank=rerank,

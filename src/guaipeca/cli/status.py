@@ -11,6 +11,7 @@ import typer
 
 from guaipeca import __version__
 from guaipeca.cli.context import current_settings, open_index, out, plural
+from guaipeca.cli.legacy import original_data_hint
 
 
 def status(
@@ -47,6 +48,7 @@ def status(
         "pending_seconds": s.pending_seconds,
         "corpora": corpora,
         "broken": broken,
+        "original_data": original_data_hint(loaded.data_dir),
     }
     if as_json:
         out.print_verbatim(json.dumps(data, ensure_ascii=False))
@@ -73,6 +75,8 @@ def status(
         out.print(f"  {name}: cannot be used: {reason}")
     if not corpora and not broken:
         out.print("  nothing indexed yet: run 'guaipeca index'")
+    if data["original_data"]:
+        out.print(f"note: {data['original_data']}", markup=False)
 
 
 def corpora(

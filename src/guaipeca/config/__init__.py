@@ -10,6 +10,7 @@ commented file that ``guaipeca init`` writes.
 - ``access``: the ``access:`` grants (who reads and writes which corpora) and ``audit:``;
 - ``settings``: ``Settings``, the whole file, and the checks that span sections;
 - ``loading``: finding, reading and validating the file with ``GUAIPECA_*`` overrides;
+- ``legacy``: the original Guaipeca's keys and A-RAG-OG's ``.env`` variables, as ours;
 - ``messages``: each problem as one line naming the key and the file;
 - ``template``: the commented file ``guaipeca init`` writes.
 

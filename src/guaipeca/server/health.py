@@ -4,13 +4,17 @@ listed with ``"searched": false`` and left out of the totals), and the broken co
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from guaipeca import __version__
 from guaipeca.server.service import Service
 from guaipeca.types import IndexStats
 
-__all__ = ["health_body"]
+__all__ = ["SERVER_NAME", "health_body"]
+
+#: ``"server"`` in every /health body: what the original Guaipeca's health check carried,
+#: which monitors and scripts written for it look for.
+SERVER_NAME: Final = "guaipeca"
 
 
 def health_body(service: Service, backend: str, stats: IndexStats) -> dict[str, Any]:
@@ -20,6 +24,7 @@ def health_body(service: Service, backend: str, stats: IndexStats) -> dict[str, 
     searched = {c.name for c in counted.corpora}
     body: dict[str, Any] = {
         "status": "ok",
+        "server": SERVER_NAME,
         "version": __version__,
         "backend": backend,
         "backend_status": "up",

@@ -63,7 +63,7 @@ from guaipeca.server.asgi import caller_of, error_response, identity_of, queue_f
 from guaipeca.server.bind import listen
 from guaipeca.server.connections import TimedH11Protocol
 from guaipeca.server.departure import DepartureMiddleware
-from guaipeca.server.health import health_body
+from guaipeca.server.health import SERVER_NAME, health_body
 from guaipeca.server.idle import IdleTrim, ToolCalls
 from guaipeca.server.limits import BodyLimitMiddleware, RateLimitMiddleware, RpcBodyMiddleware
 from guaipeca.server.resource import ProtectedResource
@@ -258,11 +258,17 @@ class _PlainRoutes:
             stats = await anyio.to_thread.run_sync(probe, limiter=self._health_threads)
         except BackendUnavailableError:
             # No details without auth: the message names the server's address.
-            down_body = {"status": "error", "version": __version__, "backend": backend}
+            down_body = {
+                "status": "error",
+                "server": SERVER_NAME,
+                "version": __version__,
+                "backend": backend,
+            }
             return JSONResponse({**down_body, "backend_status": "down"}, status_code=503)
         except Exception:
             log.exception("health check failed")
-            return JSONResponse({"status": "error", "version": __version__}, status_code=503)
+            failed = {"status": "error", "server": SERVER_NAME, "version": __version__}
+            return JSONResponse(failed, status_code=503)
         body = health_body(self.service, backend, stats)
         problem = self.service.disk_problem()
         if problem is not None:  # searches work; writes fail until space is freed
