@@ -10,8 +10,8 @@ from typing import Any, Literal, NamedTuple
 
 SearchMode = Literal["hybrid", "dense", "keyword"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "dense", "keyword")
-ReturnMode = Literal["chunks", "documents", "auto"]
-RETURN_MODES: tuple[ReturnMode, ...] = ("chunks", "documents", "auto")
+ReturnMode = Literal["chunks", "documents", "auto", "documents_if_fit"]
+RETURN_MODES: tuple[ReturnMode, ...] = ("chunks", "documents", "auto", "documents_if_fit")
 Fusion = Literal["auto", "combmnz", "rrf", "zscore", "minmax", "dbsf"]
 FUSIONS: tuple[Fusion, ...] = ("auto", "combmnz", "rrf", "zscore", "minmax", "dbsf")
 #: Request shapes of HTTP rerankers (search/rerank_http.py); auto: detected on first call.

@@ -58,7 +58,11 @@ def search(
         bool, typer.Option("--sections", help="One hit per section, with its whole text.")
     ] = False,
     return_mode: Annotated[
-        str, typer.Option(help="chunks, documents, or auto (documents when they fit).")
+        str,
+        typer.Option(
+            help="chunks, documents, auto (chunks while they fit in search.max_chars, "
+            "else documents) or documents_if_fit (documents when they fit, else chunks).",
+        ),
     ] = "chunks",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the hits as JSON, for scripts.")

@@ -407,10 +407,12 @@ class Index:
 
         ``section_mode`` returns one hit per ``##`` section (its best chunk's score) whose
         text is the whole section. ``return_mode="documents"`` returns one hit per document
-        (its best chunk's score) whose text is the whole document; ``"auto"`` does that when
-        the matched documents together fit in ``search.max_chars`` characters, else returns
-        chunks. ``section_filter`` restricts the search to one section id, or to a heading
-        path prefix written ``"Title > Section"``. ``max_chars`` caps the text of those
+        (its best chunk's score) whose text is the whole document; ``"auto"`` returns the
+        chunks (sections) while their text together stays under ``search.max_chars``
+        characters, else the documents; ``"documents_if_fit"`` returns the documents when
+        they fit together in ``search.max_chars``, else the chunks. ``section_filter``
+        restricts the search to one section id, or to a heading path prefix written
+        ``"Title > Section"``. ``max_chars`` caps the text of those
         widened hits together (default: no cap): past it a hit's text stops early and the
         hit is marked ``truncated`` (read on with :meth:`get_document` from its ``end``).
 
