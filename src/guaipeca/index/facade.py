@@ -406,15 +406,13 @@ class Index:
         favours chunks whose heading path holds the query's terms. ``top_k`` counts after it.
 
         ``section_mode`` returns one hit per ``##`` section (its best chunk's score) whose
-        text is the whole section. ``return_mode="documents"`` returns one hit per document
-        (its best chunk's score) whose text is the whole document; ``"auto"`` returns the
-        chunks (sections) while their text together stays under ``search.max_chars``
-        characters, else the documents; ``"documents_if_fit"`` returns the documents when
-        they fit together in ``search.max_chars``, else the chunks. ``section_filter``
-        restricts the search to one section id, or to a heading path prefix written
-        ``"Title > Section"``. ``max_chars`` caps the text of those
-        widened hits together (default: no cap): past it a hit's text stops early and the
-        hit is marked ``truncated`` (read on with :meth:`get_document` from its ``end``).
+        text is the whole section. ``return_mode``: ``"documents"`` one hit per document
+        (its best chunk's score), its text the whole document; ``"auto"`` the chunks while
+        their text together stays under ``search.max_chars``, else the documents;
+        ``"documents_if_fit"`` the documents when they fit in it, else the chunks.
+        ``section_filter``: one section id, or a heading path prefix ``"Title > Section"``.
+        ``max_chars`` caps the text of widened hits together (default: no cap): past it a
+        hit's text stops early, marked ``truncated`` (read on from its ``end``).
 
         ``explain`` gives every hit an :class:`~guaipeca.types.Explanation` of its score.
 
