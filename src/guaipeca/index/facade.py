@@ -326,9 +326,13 @@ class Index:
         return [SourceState(*row) for row in self._corpora.get(corpus).catalog.source_states()]
 
     def drop_corpus(self, name: str) -> None:
-        """Delete a corpus and everything in it (even one that cannot be opened)."""
+        """Delete a corpus and everything in it (even one that cannot be opened).
+
+        Waits for an embedding phase under way (a thread of this index holding the corpus):
+        dropping it underneath made that thread open a catalog whose folder was gone."""
         valid_corpus_name(name)
-        self._corpora.drop(name)
+        with self._embed_lock:
+            self._corpora.drop(name)
 
     def reembed(
         self, corpus: str, progress: Callable[[int, int], None] | None = None

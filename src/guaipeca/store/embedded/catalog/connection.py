@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from guaipeca.errors import NotFoundError
 from guaipeca.store.embedded.catalog.sql import IDENTITY, connect, damaged
 from guaipeca.store.embedded.catalog.txn import WriteTxn
 from guaipeca.store.embedded.migrations import migrate
@@ -26,6 +27,7 @@ class CatalogConnection:
         self.path = path
         self._lock = threading.RLock()
         self._local = threading.local()
+        self._closed = False
         try:
             self._db = connect(str(path) if path else ":memory:")
             if path is not None:
@@ -40,6 +42,7 @@ class CatalogConnection:
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
         """A connection for reads. On disk each thread gets its own (WAL readers never block)."""
+        self._check_open()
         if self.path is None:
             with self._lock:
                 yield self._db
@@ -54,8 +57,24 @@ class CatalogConnection:
         except sqlite3.DatabaseError as exc:
             raise damaged(self.path, exc) from None
 
+    def _check_open(self) -> None:
+        """Refuse work once closed: a thread without its reader connection yet would
+        otherwise open the file again, or fail to when the corpus was dropped meanwhile
+        (issue 38: "unable to open database file" during ``index --force``).
+
+        Raises:
+            NotFoundError: the catalog is closed.
+        """
+        if self._closed:
+            where = self.path.parent.name if self.path else "(memory)"
+            raise NotFoundError(
+                f"corpus {where!r} was closed (dropped, rebuilt or its index closed) while "
+                "in use; run the request again"
+            )
+
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._db.close()
         db = getattr(self._local, "db", None)
         if db is not None:
@@ -93,6 +112,7 @@ class CatalogConnection:
         indexes stay in step without any work.
         """
         with self._lock:
+            self._check_open()
             try:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.DatabaseError as exc:
