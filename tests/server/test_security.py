@@ -769,7 +769,8 @@ def test_one_identity_cannot_hold_every_search_slot() -> None:
                 tg.start_soon(hold)
             await anyio.wait_all_tasks_blocked()
             assert gate.running == 2
-            with pytest.raises(SearchBusyError, match=r"^busy: 2 searches of this caller are running \(at most 2 at once\)"):
+            busy = r"^busy: 2 searches of this caller are running \(at most 2 at once\)"
+            with pytest.raises(SearchBusyError, match=busy):
                 await gate.run(lambda: 1)
             who[0] = "bob"
             assert await gate.run(lambda: 2) == 2  # another caller still gets a slot
