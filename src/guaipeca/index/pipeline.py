@@ -187,7 +187,30 @@ def retrieve(
             explained.update(((store.name, pk), e) for pk, e in found.items())
         scored.extend((score * weight, store.name, pk, parts[pk]) for pk, score in fused)
     scored.sort(key=lambda t: (-t[0], t[1], t[2]))
-    return scored
+    return lift_zeros(scored, explained) if p.mode == "hybrid" else scored
+
+
+def lift_zeros(scored: list[Scored], explained: Explained | None = None) -> list[Scored]:
+    """``scored`` with its fused scores of 0 shown as half its lowest positive one.
+
+    Min-max normalisation maps a list's last candidate to 0, so a chunk found by one list
+    only, last in it, scored 0: read as "irrelevant" (issue 38), though it was retrieved.
+    Every 0 becomes the same value below every positive score, so the order and its ties
+    are exactly what they were. Its explanation keeps ``fused`` 0 and says ``shown_floor``.
+    """
+    positive = [s for s, *_ in scored if s > 0]
+    if not positive or positive[-1] == scored[-1][0]:
+        return scored  # nothing at 0 (scores never go below it), or nothing above it
+    floor = positive[-1] / 2
+    out: list[Scored] = []
+    for score, name, pk, parts in scored:
+        if score == 0:
+            score = floor
+            if explained is not None and (name, pk) in explained:
+                e = explained[(name, pk)]
+                explained[(name, pk)] = dataclasses.replace(e, score=floor, shown_floor=floor)
+        out.append((score, name, pk, parts))
+    return out
 
 
 def explained_hits(hits: list[Hit], explained: Explained) -> list[Hit]:
