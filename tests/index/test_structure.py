@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from guaipeca import Index, InvalidArgumentError, NotFoundError
+from guaipeca import Index, InvalidArgumentError, NewDocument, NotFoundError
 from guaipeca.chunk import chunk_text
 from support import CountingEmbedder
 
@@ -120,3 +122,15 @@ def test_a_comment_in_indented_code_is_no_heading_of_the_toc(index: Index) -> No
     toc = index.toc("example")
     (title,) = toc["headings"]
     assert (title["title"], title["children"], title["chunks"]) == ("Guide", [], len(chunks))
+
+
+def test_a_whole_document_hit_spans_its_pages(tmp_path: Path) -> None:
+    # The page span comes from one aggregate query, not from reading every chunk (issue 38).
+    pages = ["# Report\n\nThe installer page one. " + "filler words " * 60, "Page two. " * 80]
+    text = "\n\n".join(pages)
+    doc = NewDocument("report", text, page_starts=(0, len(pages[0]) + 2))
+    with Index(tmp_path / "ix", embedder=CountingEmbedder()) as ix:
+        ix.add_documents([doc, NewDocument("plain", "installer without pages")])
+        hits = ix.search("installer", mode="keyword", return_mode="documents")
+        spans = {h.doc_id: (h.page_start, h.page_end) for h in hits}
+    assert spans == {"report": (1, 2), "plain": (None, None)}

@@ -323,7 +323,7 @@ def _page_span(rows: list[ChunkRow]) -> tuple[int | None, int | None]:
 
 def _widen_to_document(store: CorpusStore, hit: Hit, doc: DocRow | None) -> Hit:
     text = doc.text if doc else hit.text
-    page_start, page_end = _page_span(store.catalog.document_chunks(hit.doc_id))
+    page_start, page_end = store.catalog.page_span(hit.doc_id)
     return dataclasses.replace(
         hit,
         start=0,
