@@ -228,3 +228,28 @@ def test_a_dropped_corpus_is_never_reopened_by_a_late_reader(tmp_path: Path) -> 
         assert len(found) == 1 and isinstance(found[0], NotFoundError), found
         assert "closed" in str(found[0])
         assert not (tmp_path / "ix" / "corpora" / "default").exists()
+
+
+def test_a_corpus_rebuilt_by_another_process_is_a_clear_error_for_a_reader(
+    tmp_path: Path,
+) -> None:
+    # Issue 38, the other side of the race: a server reading a corpus that
+    # `guaipeca index --force` (another process, here another Index) drops meanwhile.
+    with Index(tmp_path / "ix", embedder=HashingEmbedder(32)) as server:
+        server.add_documents(DOCS)
+        store = server.store("default")
+        with Index(tmp_path / "ix", embedder=HashingEmbedder(32)) as cli:
+            cli.drop_corpus("default")
+        found: list[BaseException] = []
+
+        def read() -> None:  # a server thread with no reader connection yet
+            try:
+                store.rows([1])
+            except BaseException as exc:
+                found.append(exc)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        reader.join(10)
+    assert len(found) == 1 and isinstance(found[0], NotFoundError), found
+    assert "another process" in str(found[0])

@@ -55,6 +55,12 @@ class CatalogConnection:
                 self._local.db = db
             yield db
         except sqlite3.DatabaseError as exc:
+            if not self.path.parent.is_dir():  # its folder is gone: dropped meanwhile
+                raise NotFoundError(
+                    f"corpus {self.path.parent.name!r} was dropped or rebuilt by another "
+                    "process while in use (e.g. 'guaipeca index --force'); run the request "
+                    "again"
+                ) from None
             raise damaged(self.path, exc) from None
 
     def _check_open(self) -> None:
