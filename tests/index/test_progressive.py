@@ -253,3 +253,16 @@ def test_a_corpus_rebuilt_by_another_process_is_a_clear_error_for_a_reader(
         reader.join(10)
     assert len(found) == 1 and isinstance(found[0], NotFoundError), found
     assert "another process" in str(found[0])
+
+
+def test_a_reader_follows_a_corpus_another_process_rebuilt(tmp_path: Path) -> None:
+    # Issue 38: after `index --force` in another process, a server's threads read the old
+    # catalog on their open connections and the new one on new connections.
+    with Index(tmp_path / "ix", embedder=HashingEmbedder(32)) as server:
+        server.add_documents({"old": "# Old\n\nCats purr in the old corpus."})
+        assert [h.doc_id for h in server.search("cats", mode="keyword")] == ["old"]
+        with Index(tmp_path / "ix", embedder=HashingEmbedder(32)) as cli:
+            cli.drop_corpus("default")
+            cli.add_documents({"new": "# New\n\nCats purr in the rebuilt corpus."})
+        assert [h.doc_id for h in server.search("cats", mode="keyword")] == ["new"]
+        assert [h.doc_id for h in server.search("cats", mode="hybrid")] == ["new"]

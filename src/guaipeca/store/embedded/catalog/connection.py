@@ -4,6 +4,7 @@ write transaction's BEGIN IMMEDIATE … COMMIT."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -19,6 +20,17 @@ from guaipeca.store.embedded.migrations import migrate
 __all__ = ["CatalogConnection"]
 
 
+def _file_id(path: Path | None) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``; None in memory or when it is missing."""
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 class CatalogConnection:
     """The catalog's connections, meta values and write transactions (the read queries
     are :class:`~guaipeca.store.embedded.catalog.reads.Catalog`'s)."""
@@ -30,6 +42,8 @@ class CatalogConnection:
         self._closed = False
         try:
             self._db = connect(str(path) if path else ":memory:")
+            #: Which file this is (device, inode): another process's rebuild makes a new one.
+            self.file_id = _file_id(path)
             if path is not None:
                 self._db.execute("PRAGMA journal_mode = WAL")
                 # FULL: a commit survives power loss, not just a process crash.
@@ -62,6 +76,14 @@ class CatalogConnection:
                     "again"
                 ) from None
             raise damaged(self.path, exc) from None
+
+    def replaced(self) -> bool:
+        """Whether another file now sits at this catalog's path (the corpus was dropped
+        and made again by another process, e.g. ``guaipeca index --force``)."""
+        if self._closed or self.path is None:
+            return False
+        now = _file_id(self.path)
+        return now is not None and now != self.file_id
 
     def _check_open(self) -> None:
         """Refuse work once closed: a thread without its reader connection yet would
