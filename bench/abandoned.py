@@ -2,7 +2,7 @@
 search slots?
 
     PYTHONPATH=src .venv/bin/python bench/abandoned.py [--docs 200] [--chars 40000]
-        [--transport mcp|api] [--load 0|2] [--out bench/results/abandoned.json]
+        [--transport mcp|api] [--load 0|2] [--out bench/results/abandoned.json] [--label X]
 
 A real server (``make_server``, what ``guaipeca serve`` runs) on 127.0.0.1 over a corpus of
 ``--docs`` Markdown files of ``--chars`` characters each, indexed with the hashing embedder
@@ -133,6 +133,7 @@ def main() -> None:
     parser.add_argument("--transport", choices=["mcp", "api"], default="mcp")
     parser.add_argument("--load", type=int, default=0, help="busy processes alongside")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--label", help="what code was measured (kept in the results line)")
     a = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.monotonic()
@@ -157,6 +158,7 @@ def main() -> None:
             thread.join(60)
             service.index.close()
     out = {"docs": a.docs, "chars": a.chars, "transport": a.transport, "load": a.load}
+    out |= {"label": a.label} if a.label else {}
     out |= {"one_heavy_search_s": round(timed, 2), **result}
     print(json.dumps(out))
     if a.out:

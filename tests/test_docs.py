@@ -37,3 +37,17 @@ def test_every_mcp_tool_is_in_the_readme(tmp_path: Path) -> None:
 @pytest.mark.parametrize("section", ["## The two commands", "## Configuration", "## MCP server"])
 def test_the_readme_has_its_sections(section: str) -> None:
     assert section in README
+
+
+def _section(title: str) -> str:
+    start = README.index(f"\n{title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start : end if end != -1 else None]
+
+
+def test_limitations_do_not_deny_per_corpus_grants() -> None:
+    # Issue 38: grants per corpus (the config's access: section) exist; Limitations said not.
+    from guaipeca.config import Settings
+
+    assert "access" in Settings.model_fields
+    assert "per-corpus permissions" not in _section("## Limitations")

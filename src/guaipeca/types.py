@@ -10,8 +10,8 @@ from typing import Any, Literal, NamedTuple
 
 SearchMode = Literal["hybrid", "dense", "keyword"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("hybrid", "dense", "keyword")
-ReturnMode = Literal["chunks", "documents", "auto"]
-RETURN_MODES: tuple[ReturnMode, ...] = ("chunks", "documents", "auto")
+ReturnMode = Literal["chunks", "documents", "auto", "documents_if_fit"]
+RETURN_MODES: tuple[ReturnMode, ...] = ("chunks", "documents", "auto", "documents_if_fit")
 Fusion = Literal["auto", "combmnz", "rrf", "zscore", "minmax", "dbsf"]
 FUSIONS: tuple[Fusion, ...] = ("auto", "combmnz", "rrf", "zscore", "minmax", "dbsf")
 #: Request shapes of HTTP rerankers (search/rerank_http.py); auto: detected on first call.
@@ -127,6 +127,9 @@ class Explanation:
     corpus_weight: float
     score: float
     reranked: bool = False
+    #: Set when the fused score was 0 (min-max gives a list's last candidate 0): the score
+    #: shown instead, half the lowest positive score of the search (the order is the same).
+    shown_floor: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         def part(p: ListExplanation | None) -> dict[str, Any] | None:
@@ -142,6 +145,7 @@ class Explanation:
             "corpus_weight": self.corpus_weight,
             "score": self.score,
             "reranked": self.reranked,
+            "shown_floor": self.shown_floor,
         }
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from guaipeca import Index
+from guaipeca import Index, NotFoundError
 from guaipeca.embed import HashingEmbedder
 from guaipeca.ingest import sync_folder
 from support import CountingEmbedder, MemoEmbedder
@@ -170,3 +170,99 @@ def test_embedding_progress_counts_chunks_so_its_total_never_moves(tmp_path: Pat
     assert calls[0] == (0, pending)  # announced before the first round
     assert {done + left for done, left in calls} == {pending}
     assert 0 < calls[1][0] <= 16 and calls[-1] == (pending, 0)
+
+
+def test_a_forced_rebuild_waits_for_the_embedding_phase_under_way(tmp_path: Path) -> None:
+    # Issue 38: `guaipeca index --force` embeds in a helper thread while the keyword phase
+    # drops the corpus; the helper, holding the old corpus, opened its catalog after the
+    # folder was gone ("OperationalError: unable to open database file").
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for name, text in DOCS.items():
+        (folder / f"{name}.md").write_text(text, encoding="utf-8")
+    entered, release = threading.Event(), threading.Event()
+    errors: list[Exception] = []
+
+    def hold(done: int, left: int) -> None:
+        entered.set()
+        release.wait(10)
+
+    def embed() -> None:
+        try:
+            index.embed_pending("default", progress=hold)
+        except Exception as exc:
+            errors.append(exc)
+
+    with Index(tmp_path / "ix", embedder=HashingEmbedder(32)) as index:
+        sync_folder(index, folder, wait=False)
+        helper = threading.Thread(target=embed)
+        helper.start()
+        assert entered.wait(10)
+        rebuild = threading.Thread(target=sync_folder, args=(index, folder), kwargs={"force": True})
+        rebuild.start()
+        rebuild.join(1.0)  # with the fault, the corpus is dropped under the helper here
+        release.set()
+        helper.join(10)
+        rebuild.join(30)
+        assert errors == []
+        assert index.stats().pending_chunks == 0
+        assert index.search("purr", mode="dense")[0].doc_id == "cats.md"
+
+
+def test_a_dropped_corpus_is_never_reopened_by_a_late_reader(tmp_path: Path) -> None:
+    with Index(tmp_path / "ix", embedder=HashingEmbedder(32)) as index:
+        index.add_documents(DOCS)
+        stale = index.store("default")
+        index.drop_corpus("default")
+        found: list[BaseException] = []
+
+        def read() -> None:  # a thread with no reader connection yet opens one now
+            try:
+                stale.rows([1])
+            except BaseException as exc:
+                found.append(exc)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        reader.join(10)
+        assert len(found) == 1 and isinstance(found[0], NotFoundError), found
+        assert "closed" in str(found[0])
+        assert not (tmp_path / "ix" / "corpora" / "default").exists()
+
+
+def test_a_corpus_rebuilt_by_another_process_is_a_clear_error_for_a_reader(
+    tmp_path: Path,
+) -> None:
+    # Issue 38, the other side of the race: a server reading a corpus that
+    # `guaipeca index --force` (another process, here another Index) drops meanwhile.
+    with Index(tmp_path / "ix", embedder=HashingEmbedder(32)) as server:
+        server.add_documents(DOCS)
+        store = server.store("default")
+        with Index(tmp_path / "ix", embedder=HashingEmbedder(32)) as cli:
+            cli.drop_corpus("default")
+        found: list[BaseException] = []
+
+        def read() -> None:  # a server thread with no reader connection yet
+            try:
+                store.rows([1])
+            except BaseException as exc:
+                found.append(exc)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        reader.join(10)
+    assert len(found) == 1 and isinstance(found[0], NotFoundError), found
+    assert "another process" in str(found[0])
+
+
+def test_a_reader_follows_a_corpus_another_process_rebuilt(tmp_path: Path) -> None:
+    # Issue 38: after `index --force` in another process, a server's threads read the old
+    # catalog on their open connections and the new one on new connections.
+    with Index(tmp_path / "ix", embedder=HashingEmbedder(32)) as server:
+        server.add_documents({"old": "# Old\n\nCats purr in the old corpus."})
+        assert [h.doc_id for h in server.search("cats", mode="keyword")] == ["old"]
+        with Index(tmp_path / "ix", embedder=HashingEmbedder(32)) as cli:
+            cli.drop_corpus("default")
+            cli.add_documents({"new": "# New\n\nCats purr in the rebuilt corpus."})
+        assert [h.doc_id for h in server.search("cats", mode="keyword")] == ["new"]
+        assert [h.doc_id for h in server.search("cats", mode="hybrid")] == ["new"]

@@ -36,6 +36,9 @@ def recomputed(e: Explanation) -> float:
     present = sum(p.rank is not None for p in used)
     fused = combine(e.fusion, sum(p.contribution for p in used), present)
     assert fused == pytest.approx(e.fused, abs=1e-12)
+    if e.shown_floor is not None:  # a fused 0, shown as the search's floor
+        assert fused * e.corpus_weight == 0
+        return e.shown_floor
     return fused * e.corpus_weight
 
 
@@ -87,3 +90,21 @@ def test_auto_is_combmnz_for_a_full_model_and_rank_fusion_for_a_weak_one() -> No
     assert [w for _, w in full.lists] == [1.0, 1.5]
     assert weak.lists[0][1] == pytest.approx(0.1 * 2.5 / 1.6)  # the total kept for RRF
     assert foreign.lists[0][1] == 0.0 and "language" in foreign.note
+
+
+@pytest.mark.parametrize("fusion", ["combmnz", "minmax"])
+def test_no_hybrid_hit_shows_a_score_of_zero(fusion: str) -> None:
+    # Issue 38: min-max normalisation gives a list's last candidate 0, and a hit found by
+    # that list alone showed "score 0.0", read as irrelevant. The ranking stays the same.
+    with Index(embedder=HashingEmbedder(64)) as index:
+        index.add_documents(DOCS)
+        hits = index.search("income tax april", fusion=fusion, top_k=10, explain=True)
+        plain = index.search("income tax april", fusion=fusion, top_k=10)
+    assert len(hits) == len(DOCS)  # every chunk: the dense list's last one among them
+    assert all(h.score > 0 for h in hits), [(h.doc_id, h.score) for h in hits]
+    assert [h.chunk_id for h in hits] == [h.chunk_id for h in plain]
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    last = hits[-1].explanation
+    assert last is not None and last.fused == 0 and last.shown_floor == hits[-1].score
+    assert hits[-1].score == min(s for s in scores if s != hits[-1].score) / 2

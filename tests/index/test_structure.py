@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from guaipeca import Index, InvalidArgumentError, NotFoundError
+from guaipeca import Index, InvalidArgumentError, NewDocument, NotFoundError
 from guaipeca.chunk import chunk_text
 from support import CountingEmbedder
 
@@ -45,24 +47,47 @@ def test_section_filter_takes_a_heading_path_prefix_or_a_section_id(index: Index
         index.search("x", section_filter="  ")
 
 
-def test_return_mode_documents_and_auto(index: Index) -> None:
+def _small_budget(index: Index, max_chars: int) -> Index:
+    """An index of GUIDE alone whose ``search.max_chars`` is ``max_chars``."""
+    small = Index(
+        embedder=CountingEmbedder(),
+        settings=index.settings.model_copy(
+            update={"search": index.settings.search.model_copy(update={"max_chars": max_chars})}
+        ),
+    )
+    small.add_documents({"guide": GUIDE})
+    return small
+
+
+def test_return_mode_documents(index: Index) -> None:
     docs = index.search("installer", mode="keyword", return_mode="documents")
     assert sorted(h.doc_id for h in docs) == ["guide", "plain"]
     guide = next(h for h in docs if h.doc_id == "guide")
     assert (guide.start, guide.end, guide.text) == (0, len(GUIDE), GUIDE)
-    auto = index.search("installer", mode="keyword", return_mode="auto")
-    assert {h.text for h in auto} == {h.text for h in docs}  # both documents fit max_chars
-    small = Index(
-        embedder=CountingEmbedder(),
-        settings=index.settings.model_copy(
-            update={"search": index.settings.search.model_copy(update={"max_chars": 100})}
-        ),
-    )
-    small.add_documents({"guide": GUIDE})
-    chunks = small.search("installer", mode="keyword", return_mode="auto")
-    assert all(len(h.text) < len(GUIDE) for h in chunks)
     with pytest.raises(InvalidArgumentError):
         index.search("x", return_mode="pages")  # type: ignore[arg-type]
+
+
+def test_return_mode_auto_gives_chunks_while_they_fit_else_documents(index: Index) -> None:
+    # The seed Guaipeca's auto (issue 38): chunks while their total is under
+    # search.max_chars, otherwise collapsed to documents.
+    chunks = index.search("installer", mode="keyword")
+    assert sum(len(h.text) for h in chunks) < index.settings.search.max_chars
+    auto = index.search("installer", mode="keyword", return_mode="auto")
+    assert [(h.chunk_id, h.text) for h in auto] == [(h.chunk_id, h.text) for h in chunks]
+    small = _small_budget(index, 100)
+    over = small.search("installer", mode="keyword", return_mode="auto")
+    assert [(h.doc_id, h.text) for h in over] == [("guide", GUIDE)]
+
+
+def test_return_mode_documents_if_fit_keeps_the_earlier_auto(index: Index) -> None:
+    # What auto did before issue 38: whole documents when they fit together, else chunks.
+    docs = index.search("installer", mode="keyword", return_mode="documents")
+    fit = index.search("installer", mode="keyword", return_mode="documents_if_fit")
+    assert {h.text for h in fit} == {h.text for h in docs}
+    small = _small_budget(index, 100)
+    chunks = small.search("installer", mode="keyword", return_mode="documents_if_fit")
+    assert chunks and all(len(h.text) < len(GUIDE) for h in chunks)
 
 
 def test_toc_is_a_heading_tree_with_chunk_counts(index: Index) -> None:
@@ -97,3 +122,15 @@ def test_a_comment_in_indented_code_is_no_heading_of_the_toc(index: Index) -> No
     toc = index.toc("example")
     (title,) = toc["headings"]
     assert (title["title"], title["children"], title["chunks"]) == ("Guide", [], len(chunks))
+
+
+def test_a_whole_document_hit_spans_its_pages(tmp_path: Path) -> None:
+    # The page span comes from one aggregate query, not from reading every chunk (issue 38).
+    pages = ["# Report\n\nThe installer page one. " + "filler words " * 60, "Page two. " * 80]
+    text = "\n\n".join(pages)
+    doc = NewDocument("report", text, page_starts=(0, len(pages[0]) + 2))
+    with Index(tmp_path / "ix", embedder=CountingEmbedder()) as ix:
+        ix.add_documents([doc, NewDocument("plain", "installer without pages")])
+        hits = ix.search("installer", mode="keyword", return_mode="documents")
+        spans = {h.doc_id: (h.page_start, h.page_end) for h in hits}
+    assert spans == {"report": (1, 2), "plain": (None, None)}

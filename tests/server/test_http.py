@@ -233,6 +233,26 @@ def test_initialize_issues_a_session_and_delete_ends_it(http: httpx2.Client) -> 
     assert after.status_code == 404
 
 
+def test_a_refused_initialize_opens_no_session(http: httpx2.Client, service: Service) -> None:
+    # Issue 38: Accept without text/event-stream got 406 and an mcp-session-id all the same.
+    response = http.post(
+        "/mcp",
+        headers={"Accept": "application/json"},
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": PROTOCOL,
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        },
+    )
+    assert response.status_code == 406
+    assert "mcp-session-id" not in response.headers
+
+
 def test_unknown_session_is_404(http: httpx2.Client) -> None:
     response = list_tools_raw(http, "0123456789abcdef0123456789abcdef")
     assert response.status_code == 404

@@ -8,6 +8,7 @@ traceback).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -744,6 +745,38 @@ def test_search_gate_busy_and_timeout_errors_and_the_slot_of_an_overrun() -> Non
         # Its slot is given back when it really ends.
         assert await gate.run(lambda: 2) == 2
         assert gate.running == 0
+
+    try:
+        anyio.run(main)
+    finally:
+        release.set()
+
+
+def test_one_identity_cannot_hold_every_search_slot() -> None:
+    # Issue 38: eight abandoned searches of one caller held all eight slots.
+    who = ["alice"]
+    gate = SearchGate(3, 0.3, caller=lambda: who[0])
+    assert gate.per_identity == 2  # the last tenth (at least one) is kept for others
+    release = threading.Event()
+
+    async def hold() -> None:  # overruns its deadline, and keeps its slot till it ends
+        with contextlib.suppress(SearchTimeoutError):
+            await gate.run(release.wait, 10.0)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for _ in range(2):
+                tg.start_soon(hold)
+            await anyio.wait_all_tasks_blocked()
+            assert gate.running == 2
+            busy = r"^busy: 2 searches of this caller are running \(at most 2 at once\)"
+            with pytest.raises(SearchBusyError, match=busy):
+                await gate.run(lambda: 1)
+            who[0] = "bob"
+            assert await gate.run(lambda: 2) == 2  # another caller still gets a slot
+            release.set()
+        who[0] = "alice"
+        assert await gate.run(lambda: 3) == 3 and gate.running == 0
 
     try:
         anyio.run(main)

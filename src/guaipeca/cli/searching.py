@@ -14,6 +14,11 @@ from guaipeca.errors import GuaipecaError
 from guaipeca.index.evidence import MAX_BUDGET
 from guaipeca.types import SEARCH_MODES, Explanation, Hit, SearchMode
 
+RETURN_MODE_HELP = (
+    "chunks, documents, auto (chunks while they fit in search.max_chars, else documents) "
+    "or documents_if_fit (documents when they fit, else chunks)."
+)
+
 if TYPE_CHECKING:
     from guaipeca.index import Index
 
@@ -99,9 +104,7 @@ def search(
     section_mode: Annotated[
         bool, typer.Option("--sections", help="One hit per section, with its whole text.")
     ] = False,
-    return_mode: Annotated[
-        str, typer.Option(help="chunks, documents, or auto (documents when they fit).")
-    ] = "chunks",
+    return_mode: Annotated[str, typer.Option(help=RETURN_MODE_HELP)] = "chunks",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the hits as JSON, for scripts.")
     ] = False,

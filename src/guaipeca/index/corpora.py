@@ -158,7 +158,7 @@ class Corpora:
             NotFoundError: no such corpus (or the error that keeps it from opening).
         """
         try:
-            return self.stores[name]
+            store = self.stores[name]
         except KeyError:
             if name in self.broken:
                 raise self.broken[name] from None
@@ -169,6 +169,20 @@ class Corpora:
             raise NotFoundError(
                 f"no corpus named {name!r:.70}{'; ' + hint if hint else ''} (corpora: {known})"
             ) from None
+        if isinstance(store, Corpus) and store.catalog.replaced():
+            store = self._reopen(name, store)
+        return store
+
+    def _reopen(self, name: str, old: Corpus) -> CorpusStore:
+        """The corpus another process dropped and made again (``index --force``) opened
+        anew: reading on from the old files mixed the old catalog (open connections) with
+        the new (connections opened since). Requests still on the old one get one line."""
+        with self.lock:
+            current = self.stores.get(name)
+            if current is not old:  # another thread reopened it first
+                return current if current is not None else self.get(name)
+            old.close()
+            return self.open(name, None)
 
     def embedded(self, name: str) -> Corpus:
         """A corpus of the embedded backend (for checks that read its files)."""

@@ -326,9 +326,13 @@ class Index:
         return [SourceState(*row) for row in self._corpora.get(corpus).catalog.source_states()]
 
     def drop_corpus(self, name: str) -> None:
-        """Delete a corpus and everything in it (even one that cannot be opened)."""
+        """Delete a corpus and everything in it (even one that cannot be opened).
+
+        Waits for an embedding phase under way (a thread of this index holding the corpus):
+        dropping it underneath made that thread open a catalog whose folder was gone."""
         valid_corpus_name(name)
-        self._corpora.drop(name)
+        with self._embed_lock:
+            self._corpora.drop(name)
 
     def reembed(
         self, corpus: str, progress: Callable[[int, int], None] | None = None
@@ -407,13 +411,13 @@ class Index:
         favours chunks whose heading path holds the query's terms. ``top_k`` counts after it.
 
         ``section_mode`` returns one hit per ``##`` section (its best chunk's score) whose
-        text is the whole section. ``return_mode="documents"`` returns one hit per document
-        (its best chunk's score) whose text is the whole document; ``"auto"`` does that when
-        the matched documents together fit in ``search.max_chars`` characters, else returns
-        chunks. ``section_filter`` restricts the search to one section id, or to a heading
-        path prefix written ``"Title > Section"``. ``max_chars`` caps the text of those
-        widened hits together (default: no cap): past it a hit's text stops early and the
-        hit is marked ``truncated`` (read on with :meth:`get_document` from its ``end``).
+        text is the whole section. ``return_mode``: ``"documents"`` one hit per document
+        (its best chunk's score), its text the whole document; ``"auto"`` the chunks while
+        their text together stays under ``search.max_chars``, else the documents;
+        ``"documents_if_fit"`` the documents when they fit in it, else the chunks.
+        ``section_filter``: one section id, or a heading path prefix ``"Title > Section"``.
+        ``max_chars`` caps the text of widened hits together (default: no cap): past it a
+        hit's text stops early, marked ``truncated`` (read on from its ``end``).
 
         ``explain`` gives every hit an :class:`~guaipeca.types.Explanation` of its score.
 

@@ -14,7 +14,7 @@ state.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -187,7 +187,37 @@ def retrieve(
             explained.update(((store.name, pk), e) for pk, e in found.items())
         scored.extend((score * weight, store.name, pk, parts[pk]) for pk, score in fused)
     scored.sort(key=lambda t: (-t[0], t[1], t[2]))
-    return scored
+    if p.mode != "hybrid":
+        return scored
+    muted = {name for name, w in corpus_weights.items() if w == 0}
+    return lift_zeros(scored, muted, explained)
+
+
+def lift_zeros(
+    scored: list[Scored], muted: Collection[str] = (), explained: Explained | None = None
+) -> list[Scored]:
+    """``scored`` with its fused scores of 0 shown as half its lowest positive one.
+
+    Min-max normalisation maps a list's last candidate to 0, so a chunk found by one list
+    only, last in it, scored 0: read as "irrelevant" (issue 38), though it was retrieved.
+    Every 0 becomes the same value below every positive score, so the order and its ties
+    are what they were. Its explanation keeps ``fused`` 0 and says ``shown_floor``. A
+    corpus of weight 0 (``muted``) keeps its 0s: the user asked for them (they now rank
+    below a lifted 0 of another corpus instead of tying with it).
+    """
+    positive = [s for s, *_ in scored if s > 0]
+    if not positive or positive[-1] == scored[-1][0]:
+        return scored  # nothing at 0 (scores never go below it), or nothing above it
+    floor = positive[-1] / 2
+    out: list[Scored] = []
+    for score, name, pk, parts in scored:
+        if score == 0 and name not in muted:
+            score = floor
+            if explained is not None and (name, pk) in explained:
+                e = explained[(name, pk)]
+                explained[(name, pk)] = dataclasses.replace(e, score=floor, shown_floor=floor)
+        out.append((score, name, pk, parts))
+    return out
 
 
 def explained_hits(hits: list[Hit], explained: Explained) -> list[Hit]:

@@ -228,6 +228,12 @@ def grouped(
 ) -> list[Hit]:
     """One hit per section or per document, ranked by its best chunk.
 
+    ``return_mode``: ``documents`` widens each hit to its document; ``auto`` returns the
+    chunks (sections under ``section_mode``) while their text together stays under
+    ``settings.max_chars``, else the documents (the seed Guaipeca's auto);
+    ``documents_if_fit`` returns the documents when they fit in ``settings.max_chars``
+    together, else the chunks (what ``auto`` did before issue 38).
+
     ``max_chars`` caps the text of all the widened hits together: past it, a hit's text
     stops early (``truncated``), down to none at all. ``check`` is called between
     documents and may raise to stop the search.
@@ -237,22 +243,18 @@ def grouped(
     # Group on the rows first and make snippets only for the hits returned: a snippet
     # costs far more than a row, and the candidate list can be hundreds long.
     found = hits(scored, stores, query, width, snippets=False, check=check)
-    if return_mode != "chunks":
-        docs: dict[tuple[str, str], Hit] = {}
-        for h in found:
-            docs.setdefault((h.corpus, h.doc_id), h)
-        best = with_snippets(list(docs.values())[:top_k], stores, query, width, check)
-        if return_mode == "documents":
-            # One document in memory at a time, cut to the budget before the next is read:
-            # a hundred long documents read first held them all at once (+354 MB for eight
-            # such searches, docs/reliability.md "All at once").
-            out = []
-            for h in best:
-                check()
-                row = stores[h.corpus].catalog.document(h.doc_id)
-                out.append(budget.cut(_widen_to_document(stores[h.corpus], h, row)))
-            return out
-        # Each document is read once: for its size, then for its text.
+    if return_mode == "documents":
+        # One document in memory at a time, cut to the budget before the next is read:
+        # a hundred long documents read first held them all at once (+354 MB for eight
+        # such searches, docs/reliability.md "All at once").
+        out = []
+        for h in _documents(found, stores, query, width, top_k, check):
+            check()
+            row = stores[h.corpus].catalog.document(h.doc_id)
+            out.append(budget.cut(_widen_to_document(stores[h.corpus], h, row)))
+        return out
+    if return_mode == "documents_if_fit":
+        best = _documents(found, stores, query, width, top_k, check)
         rows = []
         for h in best:
             check()
@@ -263,8 +265,46 @@ def grouped(
                 check()
                 out.append(budget.cut(_widen_to_document(stores[h.corpus], h, row)))
             return out
+    if section_mode:
+        widened = _sections(found, stores, query, width, top_k, check)
+        over = sum(len(h.text) for h in widened) >= settings.max_chars
+    else:
+        widened = found[:top_k]
+        over = sum(len(h.text) for h in widened) >= settings.max_chars
+    if return_mode == "auto" and over:
+        return grouped(
+            scored, stores, settings, query, top_k, "documents", False,
+            max_chars=max_chars, check=check,
+        )  # fmt: skip
     if not section_mode:
-        return with_snippets(found[:top_k], stores, query, width, check)
+        return with_snippets(widened, stores, query, width, check)
+    return [budget.cut(h) for h in widened]
+
+
+def _documents(
+    found: list[Hit],
+    stores: Mapping[str, CorpusStore],
+    query: str,
+    width: int,
+    top_k: int,
+    check: Callable[[], None],
+) -> list[Hit]:
+    """The best hit of each of the first ``top_k`` documents, with its snippet."""
+    docs: dict[tuple[str, str], Hit] = {}
+    for h in found:
+        docs.setdefault((h.corpus, h.doc_id), h)
+    return with_snippets(list(docs.values())[:top_k], stores, query, width, check)
+
+
+def _sections(
+    found: list[Hit],
+    stores: Mapping[str, CorpusStore],
+    query: str,
+    width: int,
+    top_k: int,
+    check: Callable[[], None],
+) -> list[Hit]:
+    """The best hit of each of the first ``top_k`` sections, widened to its section."""
     sections: dict[tuple[str, str, str], Hit] = {}
     for h in found:
         sections.setdefault((h.corpus, h.doc_id, h.section_id), h)
@@ -272,7 +312,7 @@ def grouped(
     widened = []
     for h in chosen:
         check()
-        widened.append(budget.cut(_widen_to_section(stores[h.corpus], h)))
+        widened.append(_widen_to_section(stores[h.corpus], h))
     return widened
 
 
@@ -283,7 +323,7 @@ def _page_span(rows: list[ChunkRow]) -> tuple[int | None, int | None]:
 
 def _widen_to_document(store: CorpusStore, hit: Hit, doc: DocRow | None) -> Hit:
     text = doc.text if doc else hit.text
-    page_start, page_end = _page_span(store.catalog.document_chunks(hit.doc_id))
+    page_start, page_end = store.catalog.page_span(hit.doc_id)
     return dataclasses.replace(
         hit,
         start=0,

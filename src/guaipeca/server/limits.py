@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import logging
 import math
@@ -361,7 +362,10 @@ class BodyLimitMiddleware:
 
 # -- searches: concurrency cap and deadline ----------------------------------------------
 class SearchGate:
-    """At most ``max_concurrent`` searches at once, each with a deadline.
+    """At most ``max_concurrent`` searches at once, and at most ``per_identity`` of one
+    caller (``caller()`` names it; default: all but the last tenth of the slots, so one
+    caller's searches, abandoned ones included, never hold every slot), each with a
+    deadline.
 
     :meth:`run` waits up to ``timeout`` seconds for a free slot (else
     :class:`SearchBusyError`), then runs the blocking ``fn`` in a worker thread so the
@@ -371,12 +375,25 @@ class SearchGate:
     for the CPU, not only for the callers.
     """
 
-    def __init__(self, max_concurrent: int, timeout: float) -> None:
+    def __init__(
+        self,
+        max_concurrent: int,
+        timeout: float,
+        *,
+        per_identity: int | None = None,
+        caller: Callable[[], str] = lambda: "",
+    ) -> None:
         if max_concurrent < 1 or not (timeout > 0 and math.isfinite(timeout)):
             raise ValueError("max_concurrent must be >= 1 and timeout > 0")
         self.max_concurrent = max_concurrent
         self.timeout = float(timeout)
+        if per_identity is None:
+            per_identity = max(1, max_concurrent - reserved_share(max_concurrent))
+        self.per_identity = min(per_identity, max_concurrent)
+        self._caller = caller
         self._limiter = anyio.CapacityLimiter(max_concurrent)
+        # Each caller's own cap, made when it first searches and dropped once it holds none.
+        self._mine: dict[str, anyio.CapacityLimiter] = {}
 
     @property
     def running(self) -> int:
@@ -415,15 +432,52 @@ class SearchGate:
             unlink()
             cancel.set()  # answered, failed, cancelled or abandoned: nothing waits for more
 
-    async def _run_in_slot(self, fn: Callable[[threading.Event], T], cancel: threading.Event) -> T:
-        holder = object()
+    async def _acquire(self, who: str, holder: object) -> anyio.CapacityLimiter:
+        """Take one of ``who``'s slots, then one of the server's, within the deadline;
+        ``who``'s cap, to give back with :meth:`_release`.
+
+        Raises:
+            SearchBusyError: no slot became free within the deadline.
+        """
+        mine = self._mine.setdefault(who, anyio.CapacityLimiter(self.per_identity))
+        try:
+            with anyio.fail_after(self.timeout):
+                await mine.acquire_on_behalf_of(holder)
+        except TimeoutError:
+            self._forget(who, mine)
+            raise SearchBusyError(
+                f"the server is busy: {self.running} searches are running; retry in a moment"
+                if self.running >= self.max_concurrent
+                else f"busy: {int(mine.borrowed_tokens)} searches of this caller are running "
+                f"(at most {self.per_identity} at once); retry in a moment"
+            ) from None
         try:
             with anyio.fail_after(self.timeout):
                 await self._limiter.acquire_on_behalf_of(holder)
         except TimeoutError:
+            self._release(who, mine, holder, server=False)
             raise SearchBusyError(
                 f"the server is busy: {self.running} searches are running; retry in a moment"
             ) from None
+        return mine
+
+    def _release(
+        self, who: str, mine: anyio.CapacityLimiter, holder: object, *, server: bool = True
+    ) -> None:
+        """Give back ``holder``'s slots (on the event loop)."""
+        if server:
+            self._limiter.release_on_behalf_of(holder)
+        mine.release_on_behalf_of(holder)
+        self._forget(who, mine)
+
+    def _forget(self, who: str, mine: anyio.CapacityLimiter) -> None:
+        if mine.borrowed_tokens == 0 and mine.statistics().tasks_waiting == 0:
+            self._mine.pop(who, None)
+
+    async def _run_in_slot(self, fn: Callable[[threading.Event], T], cancel: threading.Event) -> T:
+        holder = object()
+        who = self._caller()
+        mine = await self._acquire(who, holder)
 
         # Who gives the slot back: the worker thread when it ran `fn` (even after the
         # caller gave up on it), else this task (the thread never started).
@@ -432,7 +486,7 @@ class SearchGate:
 
         def release_from_thread() -> None:
             try:
-                anyio.from_thread.run_sync(self._limiter.release_on_behalf_of, holder)
+                anyio.from_thread.run_sync(functools.partial(self._release, who, mine, holder))
             except Exception:  # the event loop is gone (shutting down): nothing to free
                 log.debug("search slot not released: event loop closed", exc_info=True)
 
@@ -460,14 +514,18 @@ class SearchGate:
                 never_started = state[0] == "pending"
                 state[0] = "abandoned" if never_started else state[0]
             if never_started:
-                self._limiter.release_on_behalf_of(holder)
+                self._release(who, mine, holder)
 
 
-def search_gate(settings: ServerSettings | Settings | LoadedSettings) -> SearchGate:
+def search_gate(
+    settings: ServerSettings | Settings | LoadedSettings, caller: Callable[[], str] = lambda: ""
+) -> SearchGate:
     """A :class:`SearchGate` from ``server.max_concurrent_searches`` and
-    ``server.search_timeout_seconds``."""
+    ``server.search_timeout_seconds``, its per-caller cap counted by ``caller()``."""
     if isinstance(settings, LoadedSettings):
         settings = settings.settings
     if isinstance(settings, Settings):
         settings = settings.server
-    return SearchGate(settings.max_concurrent_searches, settings.search_timeout_seconds)
+    return SearchGate(
+        settings.max_concurrent_searches, settings.search_timeout_seconds, caller=caller
+    )

@@ -85,6 +85,11 @@ class ExplanationOut(BaseModel):
     corpus_weight: float
     score: float
     reranked: bool = Field(description="a reranker re-scored the hit after fusion")
+    shown_floor: float | None = Field(
+        None,
+        description="set when fused was 0 (last in every list that returned it): the score "
+        "shown instead, half the search's lowest positive score (same order)",
+    )
 
 
 class HitOut(ChunkOut):

@@ -182,12 +182,22 @@ class Service:
     def scope(self, corpora: list[str] | None) -> list[str] | None:
         """The corpora a search or listing covers: those named, else the configured ones
         that are indexed (a corpus left in the data folder but not in the config file is
-        not searched: ``status`` shows it with the command that drops it). Without a config
-        file, every corpus (None)."""
-        if corpora is not None or self.loaded.source is None:
+        not searched: ``status`` shows it with the command that drops it). A configured
+        corpus not indexed yet is left out, named or not. Without a config file, every
+        corpus (None)."""
+        if self.loaded.source is None:
             return self.guard.scope(corpora, None)
         present = set(self.index.corpora)
+        if corpora is not None:
+            # A configured corpus not indexed yet is there, empty (issue 38): it finds nothing.
+            named = self.guard.scope(corpora, None) or []
+            return [n for n in named if n in present or n not in self._corpora]
         return self.guard.scope(None, [name for name in self._corpora if name in present])
+
+    def unindexed(self, name: str) -> bool:
+        """Whether ``name`` is a configured corpus not indexed yet: it exists from the first
+        start, empty (an empty listing, an empty table of contents)."""
+        return name in self._corpora and name not in self.index.corpora
 
     def searched(self, stats: IndexStats) -> IndexStats:
         """``stats`` of the corpora a search covers when it names none (:meth:`scope`): the

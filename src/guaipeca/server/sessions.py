@@ -7,6 +7,8 @@ HTTP app (``/mcp``), which it wraps without changing.
   kept for identities that hold none, so no identity can take the last free sessions.
   When an identity is at its budget, its session idle longest closes to make room; when
   none of them is idle, the answer is 429.
+- A refused opening request (4xx, 5xx) names no session: the SDK has discarded the one it
+  made, so its id is taken out of the answer.
 - Sessions idle ``idle_seconds`` expire (the SDK's own idle timeout, set to the same value,
   ends them; the budget forgets them at the same time).
 
@@ -46,6 +48,12 @@ def rpc_refusal(status: int, message: str, wait: float | None = None) -> JSONRes
     headers = {"Retry-After": str(max(1, math.ceil(wait)))} if wait is not None else None
     body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": message}}
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _without_session(message: Message) -> list[tuple[bytes, bytes]]:
+    """The response headers of ``message`` without ``Mcp-Session-Id``."""
+    name = _SESSION_HEADER.encode()
+    return [(k, v) for k, v in message.get("headers", []) if k.lower() != name]
 
 
 @dataclass
@@ -136,6 +144,10 @@ class SessionBudget:
             if message["type"] == "http.response.start":
                 sid = Headers(raw=message.get("headers", [])).get(_SESSION_HEADER)
                 opened.append((int(message["status"]), sid))
+                if int(message["status"]) >= 400:
+                    # The SDK discards a session whose opening request it refused (a 406
+                    # for Accept, say) yet names it in the answer: a refusal names none.
+                    message = {**message, "headers": _without_session(message)}
             await send(message)
 
         self._opening[owner] += 1

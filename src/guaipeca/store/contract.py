@@ -125,6 +125,11 @@ class CatalogReader(Protocol):
         self, doc_id: str, first: int = 0, last: int | None = None
     ) -> list[ChunkRow]: ...
 
+    def page_span(self, doc_id: str) -> tuple[int | None, int | None]:
+        """The first and last page any chunk of the document is on ((None, None): no
+        pages), without reading the chunks' text."""
+        ...
+
     def list_documents(
         self, *, where: Mapping[str, Any] | None, corpus: str, limit: int, offset: int
     ) -> list[tuple[str, str | None, int, int, dict[str, Any]]]: ...

@@ -208,7 +208,7 @@ async def test_schema_carries_bounds_and_choices(client: Client) -> None:
     assert (props["top_k"]["minimum"], props["top_k"]["maximum"]) == (1, 100)
     assert props["mode"]["enum"] == ["hybrid", "dense", "keyword"]
     assert props["mode"]["default"] == "hybrid"
-    assert props["return_mode"]["enum"] == ["chunks", "documents", "auto"]
+    assert props["return_mode"]["enum"] == ["chunks", "documents", "auto", "documents_if_fit"]
     ids = tools["get_chunk"].input_schema["properties"]["chunk_ids"]["anyOf"]
     assert {"type": "string"} in ids and any(s.get("maxItems") == 100 for s in ids)
 
@@ -222,6 +222,7 @@ SEARCHES: list[dict[str, Any]] = [
     {"query": "installer", "where": {"doc_id": {"$ne": "guide.md"}}},
     {"query": "installer", "return_mode": "documents"},
     {"query": "installer", "return_mode": "auto"},
+    {"query": "installer", "return_mode": "documents_if_fit"},
     {"query": "installer", "section_mode": True, "mode": "keyword"},
     {"query": "installer", "section_filter": "Guide > Install", "mode": "keyword"},
     {"query": "installer log file", "budget": 300},

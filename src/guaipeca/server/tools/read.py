@@ -29,7 +29,7 @@ from guaipeca.server.tools.common import (
     in_thread,
     one_of,
 )
-from guaipeca.types import Chunk
+from guaipeca.types import Chunk, DocumentInfo
 
 __all__ = [
     "document_named",
@@ -179,11 +179,14 @@ def register_list_documents(tool: Registrar, service: Service) -> None:
         if scope is not None:  # configured (and, under grants, readable) corpora only
             only = {"corpus": {"$in": scope}}
             where = {"$and": [where, only]} if where else only
-        rows = await in_thread(
-            functools.partial(
-                idx.list_documents, corpus=corpus, where=where, limit=limit + 1, offset=offset
+        rows: list[DocumentInfo] = []
+        # None indexed yet (or the one named): the configured corpora are there, empty.
+        if scope != [] and not (corpus is not None and service.unindexed(corpus)):
+            rows = await in_thread(
+                functools.partial(
+                    idx.list_documents, corpus=corpus, where=where, limit=limit + 1, offset=offset
+                )
             )
-        )
         more = len(rows) > limit
         docs = [
             DocumentInfoOut(
@@ -258,7 +261,11 @@ def _corpus_toc(service: Service, corpus: str) -> TocOut:
     """Every document of ``corpus`` (up to 200) with the top two levels of its headings."""
     idx = service.index
     service.guard.check_read(corpus)
-    rows = idx.list_documents(corpus=corpus, limit=_CORPUS_TOC_DOCUMENTS + 1)
+    rows = (
+        []
+        if service.unindexed(corpus)  # configured, not indexed yet: there, empty
+        else idx.list_documents(corpus=corpus, limit=_CORPUS_TOC_DOCUMENTS + 1)
+    )
     docs = []
     for row in rows[:_CORPUS_TOC_DOCUMENTS]:
         toc = TocOut.model_validate(idx.toc(row.doc_id, corpus=corpus))

@@ -78,7 +78,7 @@ _Hybrid = Annotated[
     ),
 ]
 _Where = Annotated[dict[str, Any] | None, Field(description=WHERE_DOC)]
-_ReturnModes = Literal["chunks", "documents", "auto"]
+_ReturnModes = Literal["chunks", "documents", "auto", "documents_if_fit"]
 _SectionMode = Annotated[
     bool,
     Field(description="One result per section, with the whole section's text."),
@@ -118,8 +118,10 @@ def _return_mode_field(max_chars: int) -> Any:
     """The ``return_mode`` argument's schema: its description names ``search.max_chars``."""
     return Field(
         description="chunks: the matching passages; documents: one result per "
-        "document with its whole text; auto: documents when they are short "
-        f"enough together (under {max_chars} characters), else chunks."
+        "document with its whole text; auto: the passages while their text together "
+        f"stays under {max_chars} characters, else the documents (as the seed Guaipeca "
+        "did); documents_if_fit: the documents when they fit together in "
+        f"{max_chars} characters, else the passages (what auto did before)."
     )
 
 

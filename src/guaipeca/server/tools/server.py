@@ -35,6 +35,7 @@ from guaipeca.server.tools.read import (
 )
 from guaipeca.server.tools.resources import register_resources
 from guaipeca.server.tools.search import register_search
+from guaipeca.server.writes import current_caller
 
 __all__ = ["build_server"]
 
@@ -44,7 +45,7 @@ def build_server(service: Service) -> MCPServer[Any]:
     whose resources are their documents and chunks."""
     server = ToolServer("guaipeca", version=__version__, instructions=INSTRUCTIONS)
     # A cap on concurrent searches and a deadline per search (server settings).
-    gate = search_gate(service.settings)
+    gate = search_gate(service.settings, caller=current_caller)
     tool = registrar(server, service)
     register_search(tool, service, gate)
     register_get_chunk(tool, service)

@@ -102,6 +102,11 @@ class QdrantCatalog:
             (r for r in rows.values() if first <= r.position <= hi_pos), key=lambda r: r.position
         )
 
+    def page_span(self, doc_id: str) -> tuple[int | None, int | None]:
+        rows = self.document_chunks(doc_id)
+        pages = [p for r in rows for p in (r.page_start, r.page_end) if p is not None]
+        return (min(pages), max(pages)) if pages else (None, None)
+
     def list_documents(
         self, *, where: Mapping[str, Any] | None, corpus: str, limit: int, offset: int
     ) -> list[tuple[str, str | None, int, int, dict[str, Any]]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from guaipeca import Index
+from guaipeca.store.embedded.vectors import backup_rows
 from support import CountingEmbedder
 
 
@@ -22,3 +23,26 @@ def test_deleted_slots_are_reused_by_the_next_write(
         assert index.stats().chunks == 10
         assert [h.doc_id for h in index.search("fresh", mode="keyword")] == ["new1", "new2"]
         assert index.search("document number 3", mode="keyword", top_k=1)[0].doc_id != "d3"
+
+
+DOCS = {f"d{i:02}": f"# Note {i}\n\nA short note on topic {i} and its colour." for i in range(30)}
+
+
+def test_the_backup_holds_every_vector_once_nothing_is_pending(tmp_path: Path) -> None:
+    # Issue 38: after `index --force` of 30 vectors, vectors.backup held none (96 bytes),
+    # so a zeroed vector file was embedded again in full.
+    path = tmp_path / "idx"
+    folder = path / "corpora" / "default"
+    with Index(path, embedder=CountingEmbedder()) as index:
+        for _ in range(2):  # a first index, then a forced rebuild (the corpus dropped)
+            index.drop_corpus("default")
+            index.add_documents(DOCS, wait=False)  # the CLI's two phases
+            index.embed_pending("default")
+            assert backup_rows(folder / "vectors.backup") == 30
+        before = [h.chunk_id for h in index.search("topic 7 colour", top_k=5)]
+    vectors = folder / "vectors.f32"
+    vectors.write_bytes(b"\0" * vectors.stat().st_size)
+    again = CountingEmbedder()
+    with Index(path, embedder=again) as index:
+        assert [h.chunk_id for h in index.search("topic 7 colour", top_k=5)] == before
+    assert again.passages == []  # all 30 came from the backup

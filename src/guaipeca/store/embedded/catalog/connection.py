@@ -4,6 +4,7 @@ write transaction's BEGIN IMMEDIATE … COMMIT."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -11,11 +12,23 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from guaipeca.errors import NotFoundError
 from guaipeca.store.embedded.catalog.sql import IDENTITY, connect, damaged
 from guaipeca.store.embedded.catalog.txn import WriteTxn
 from guaipeca.store.embedded.migrations import migrate
 
 __all__ = ["CatalogConnection"]
+
+
+def _file_id(path: Path | None) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``; None in memory or when it is missing."""
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 class CatalogConnection:
@@ -26,8 +39,11 @@ class CatalogConnection:
         self.path = path
         self._lock = threading.RLock()
         self._local = threading.local()
+        self._closed = False
         try:
             self._db = connect(str(path) if path else ":memory:")
+            #: Which file this is (device, inode): another process's rebuild makes a new one.
+            self.file_id = _file_id(path)
             if path is not None:
                 self._db.execute("PRAGMA journal_mode = WAL")
                 # FULL: a commit survives power loss, not just a process crash.
@@ -40,6 +56,7 @@ class CatalogConnection:
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
         """A connection for reads. On disk each thread gets its own (WAL readers never block)."""
+        self._check_open()
         if self.path is None:
             with self._lock:
                 yield self._db
@@ -52,10 +69,40 @@ class CatalogConnection:
                 self._local.db = db
             yield db
         except sqlite3.DatabaseError as exc:
+            if not self.path.parent.is_dir():  # its folder is gone: dropped meanwhile
+                raise NotFoundError(
+                    f"corpus {self.path.parent.name!r} was dropped or rebuilt by another "
+                    "process while in use (e.g. 'guaipeca index --force'); run the request "
+                    "again"
+                ) from None
             raise damaged(self.path, exc) from None
+
+    def replaced(self) -> bool:
+        """Whether another file now sits at this catalog's path (the corpus was dropped
+        and made again by another process, e.g. ``guaipeca index --force``)."""
+        if self._closed or self.path is None:
+            return False
+        now = _file_id(self.path)
+        return now is not None and now != self.file_id
+
+    def _check_open(self) -> None:
+        """Refuse work once closed: a thread without its reader connection yet would
+        otherwise open the file again, or fail to when the corpus was dropped meanwhile
+        (issue 38: "unable to open database file" during ``index --force``).
+
+        Raises:
+            NotFoundError: the catalog is closed.
+        """
+        if self._closed:
+            where = self.path.parent.name if self.path else "(memory)"
+            raise NotFoundError(
+                f"corpus {where!r} was closed (dropped, rebuilt or its index closed) while "
+                "in use; run the request again"
+            )
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._db.close()
         db = getattr(self._local, "db", None)
         if db is not None:
@@ -93,6 +140,7 @@ class CatalogConnection:
         indexes stay in step without any work.
         """
         with self._lock:
+            self._check_open()
             try:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.DatabaseError as exc:

@@ -91,6 +91,20 @@ class Catalog(CatalogConnection):
             ).fetchall()
         return [chunk_row(r) for r in rows]
 
+    def page_span(self, doc_id: str) -> tuple[int | None, int | None]:
+        """The first and last page of the document's chunks, by one aggregate query: a
+        documents-mode search read every chunk of each document for this (0.3 s for a
+        document of 300 chunks, issue 38)."""
+        with self._reading() as db:
+            low, high = db.execute(
+                "SELECT min(p), max(p) FROM (SELECT c.page_start AS p FROM chunks c JOIN "
+                "documents d ON d.doc_pk = c.doc_pk WHERE d.doc_id = ?1 UNION ALL SELECT "
+                "c.page_end FROM chunks c JOIN documents d ON d.doc_pk = c.doc_pk "
+                "WHERE d.doc_id = ?1)",
+                (doc_id,),
+            ).fetchone()
+        return (None if low is None else int(low)), (None if high is None else int(high))
+
     def document(self, doc_id: str) -> DocRow | None:
         with self._reading() as db:
             r = db.execute(

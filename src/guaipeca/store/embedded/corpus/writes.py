@@ -18,6 +18,9 @@ from guaipeca.store.embedded.vectors import backup_rows, write_backup
 
 F32 = npt.NDArray[np.float32]
 _BACKUP_MIN_PENDING = 64
+#: Once no chunk waits for its vector, the backup lacks at most 1/_SETTLED_SHARE of the
+#: vectors it holds (none at all below that many): docs/reliability.md "Vector backup".
+_SETTLED_SHARE = 64
 
 log = logging.getLogger("guaipeca")
 
@@ -28,11 +31,17 @@ class Writes(Snapshots):
     # -- the vector backup ---------------------------------------------------------------
     def _maybe_backup(self, pending: int) -> None:
         """Refresh the backup once the vectors written since it reach a quarter of it (so
-        copying costs O(1) per vector written). Under the write lock."""
+        copying costs O(1) per vector written), and, when no chunk is left waiting for
+        its vector (an embedding phase has ended), once they exceed 1/64 of it: a
+        rebuilt corpus of 30 vectors kept an empty backup (issue 38). Under the write
+        lock."""
         if self.folder is None:
             return
         held = backup_rows(self.folder / BACKUP_NAME)
-        if held is None or pending >= max(_BACKUP_MIN_PENDING, held // 4):
+        due = held is None or pending >= max(_BACKUP_MIN_PENDING, held // 4)
+        if not due and held is not None and pending > held // _SETTLED_SHARE:
+            due = self.catalog.pending_count() == 0
+        if due:
             try:
                 self.write_backup()
             except OSError as exc:
