@@ -450,12 +450,24 @@ class Index:
             explain=explain,
         )  # fmt: skip
         names = self.corpora if corpora is None else list(corpora)  # []: none
+        found, failed = self._run(p, names, checkpoint(cancel), budget, spans)
+        return [dataclasses.replace(h, rerank_error=failed) for h in found] if failed else found
+
+    def _run(
+        self,
+        p: pipeline.SearchPlan,
+        names: Sequence[str],
+        check: Callable[[], None],
+        budget: int | None,
+        spans: int | None,
+    ) -> tuple[list[Hit], str | None]:
+        """A planned search's phases over the corpora ``names``: its hits, and why an HTTP
+        reranker failed (None: it did not)."""
         stores = [self._corpora.get(n) for n in names]
-        check = checkpoint(cancel)
         check()
-        qvecs = self._models.query_vectors(query, stores) if p.mode != "keyword" else {}
+        qvecs = self._models.query_vectors(p.query, stores) if p.mode != "keyword" else {}
         weights, models = self._corpora.weights, self._models
-        explained: pipeline.Explained | None = {} if explain else None
+        explained: pipeline.Explained | None = {} if p.explain else None
         scored = pipeline.retrieve(p, stores, qvecs, weights, models, check, explained)
         check()
         scored, failed = pipeline.rerank(
@@ -468,7 +480,7 @@ class Index:
             found = pipeline.shape(p, scored, self._corpora.stores, self.settings.search, check)
         if explained is not None:
             found = pipeline.explained_hits(found, explained)
-        return [dataclasses.replace(h, rerank_error=failed) for h in found] if failed else found
+        return found, failed
 
     def _budgeted(
         self, p: pipeline.SearchPlan, scored: list[Scored], budget: int, check: Callable[[], None]
