@@ -36,7 +36,7 @@ from guaipeca.store.contract import DenseScan, PreparedDocument, valid_corpus_na
 from guaipeca.store.postgres.filters import compile_pg_where
 from guaipeca.store.postgres.schema import migrate
 from guaipeca.store.postgres.views import CHUNK_FIELDS, PostgresCatalog, PostgresLexical, chunk_row
-from guaipeca.types import CorpusStats
+from guaipeca.types import ChunkSpan, CorpusStats, location_of
 
 if TYPE_CHECKING:
     from guaipeca.store.postgres.backend import Conn, PostgresBackend
@@ -331,6 +331,69 @@ class PostgresCorpus:
                 )
             )
         )
+
+    # -- migration ------------------------------------------------------------------------
+    def first_chunk_ids(self) -> dict[str, int]:
+        """Each document's first chunk id (0 for a document without chunks)."""
+        rows = self.read(
+            lambda conn: conn.execute(
+                self.q(
+                    "SELECT d.doc_id, COALESCE(min(c.chunk_pk), 0) FROM S.documents d "
+                    "LEFT JOIN S.chunks c ON c.doc_pk = d.doc_pk GROUP BY d.doc_id"
+                )
+            ).fetchall(),
+            primary=True,
+        )
+        return {str(d): int(pk) for d, pk in rows}
+
+    def export_documents(self, doc_ids: Sequence[str]) -> list[tuple[PreparedDocument, list[int]]]:
+        """Documents as stored, with their chunks' vectors, hashes and ids (for migration)."""
+
+        def work(conn: Conn) -> tuple[list[Any], list[Any]]:
+            docs = conn.execute(
+                self.q(
+                    "SELECT doc_pk, doc_id, text, text_sha256, metadata, source_path, modified, "
+                    "source_sha256, source_size, source_mtime_ns FROM S.documents "
+                    "WHERE doc_id = ANY(%s)"
+                ),
+                (list(doc_ids),),
+            ).fetchall()
+            chunks = conn.execute(
+                self.q(
+                    f"SELECT {CHUNK_FIELDS}, c.doc_pk, c.embed_sha256, c.embedding::text, "
+                    "c.enrichment::text FROM S.chunks c JOIN S.documents d ON d.doc_pk = c.doc_pk "
+                    "WHERE d.doc_id = ANY(%s) ORDER BY c.doc_pk, c.position"
+                ),
+                (list(doc_ids),),
+            ).fetchall()
+            return docs, chunks
+
+        docs, chunks = self.read(work, primary=True)
+        by_doc: dict[int, list[Any]] = {}
+        for r in chunks:
+            by_doc.setdefault(r[-4], []).append(r)
+        order = {d: i for i, d in enumerate(doc_ids)}
+        out = []
+        for doc in sorted(docs, key=lambda r: order.get(r[1], 0)):
+            mine = by_doc.get(doc[0], [])
+            rows = [chunk_row(r) for r in mine]
+            prepared = PreparedDocument(
+                doc_id=doc[1],
+                text=doc[2],
+                text_sha256=doc[3],
+                metadata=dict(doc[4]),
+                source_path=doc[5],
+                modified=doc[6],
+                chunks=[ChunkSpan(**location_of(r)) for r in rows],
+                embed_hashes=[r[-3] for r in mine],
+                vectors=np.asarray([parse_vector(r[-2]) for r in mine], dtype=np.float32).reshape(
+                    len(mine), self.dim
+                ),
+                source_state=(doc[7], doc[8], doc[9]),
+                enrichments=[(r[-1], ()) for r in mine] if any(r[-1] for r in mine) else (),
+            )
+            out.append((prepared, [r.chunk_pk for r in rows]))
+        return out
 
     def delete(self, doc_ids: Sequence[str]) -> int:
         def work(conn: Conn) -> int:
