@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from guaipeca.errors import BackendUnavailableError, ConfigError, GuaipecaError
 from guaipeca.store.contract import valid_corpus_name
 from guaipeca.store.postgres.dsn import describe, scrub
+from guaipeca.store.postgres.shards import drop_shard_tables, shard_error
 
 if TYPE_CHECKING:
     import psycopg
@@ -186,11 +187,16 @@ class PostgresBackend:
                 conn = server.connection()
                 with conn.transaction():
                     return work(conn)
-            except psycopg.OperationalError as exc:
+            except psycopg.Error as exc:
+                lost = shard_error(self, exc)
+                if lost is not None:
+                    raise lost from None
+                if not isinstance(exc, psycopg.OperationalError):
+                    raise GuaipecaError(
+                        f"{server.label} refused the request: {self.clean(exc)}"
+                    ) from None
                 server.drop()
                 last = exc
-                if self._broken_shard(exc):
-                    raise
                 if n + 1 < len(attempts):
                     log.warning(
                         "%s: %s; retrying on %s",
@@ -198,24 +204,11 @@ class PostgresBackend:
                         self.clean(exc),
                         attempts[n + 1].label,
                     )
-            except psycopg.Error as exc:
-                self._refused(server, exc)
         raise BackendUnavailableError(
             f"{attempts[-1].label if attempts[-1] else self.target} is not answering "
             f"({self.clean(last) if last else 'no answer'}); check that it is running and "
             "reachable, then retry"
         ) from None
-
-    def _broken_shard(self, exc: Exception) -> bool:
-        return "postgres_fdw" in str(exc) or "foreign" in str(exc).lower()
-
-    def _refused(self, server: _Server, exc: Exception) -> None:
-        from guaipeca.store.postgres.shards import shard_error
-
-        lost = shard_error(self, exc)
-        if lost is not None:
-            raise lost from None
-        raise GuaipecaError(f"{server.label} refused the request: {self.clean(exc)}") from None
 
     def check(self) -> None:
         """One statement on the primary (and the replica), no retries."""
@@ -247,8 +240,6 @@ class PostgresBackend:
 
     def drop_corpus(self, name: str) -> None:
         from psycopg import sql
-
-        from guaipeca.store.postgres.shards import drop_shard_tables
 
         schema = self.schema(name)
         drop_shard_tables(self, schema)

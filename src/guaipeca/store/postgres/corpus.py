@@ -35,6 +35,7 @@ from guaipeca.store import ChunkRow
 from guaipeca.store.contract import DenseScan, PreparedDocument, valid_corpus_name
 from guaipeca.store.postgres.filters import compile_pg_where
 from guaipeca.store.postgres.schema import migrate
+from guaipeca.store.postgres.shards import create_shard_tables, shard_rows
 from guaipeca.store.postgres.views import CHUNK_FIELDS, PostgresCatalog, PostgresLexical, chunk_row
 from guaipeca.types import ChunkSpan, CorpusStats, location_of
 
@@ -74,6 +75,7 @@ class PostgresCorpus:
         self.model = model
         self.dim = dim
         self.s = sql.Identifier(self.schema).as_string(None)
+        self._hnsw: bool | None = None  # whether the HNSW index exists (None: not asked yet)
         self.language = self._open(language)
         self.analyzer = Analyzer(self.language)
         self._catalog = PostgresCatalog(self)
@@ -96,8 +98,6 @@ class PostgresCorpus:
 
     # -- schema ---------------------------------------------------------------------------
     def _open(self, language: str | None) -> str:
-        from guaipeca.store.postgres.shards import create_shard_tables
-
         def setup(conn: Conn) -> dict[str, Any]:
             # One process at a time creates or migrates a corpus's schema.
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self.schema,))
@@ -305,32 +305,34 @@ class PostgresCorpus:
     def _maybe_index(self) -> None:
         """Build the HNSW index once the corpus is large enough (``vector_index``)."""
         mode = self.backend.vector_index
-        if mode == "exact" or self.has_hnsw():
+        if mode == "exact" or self.has_hnsw_cached():
             return
         if mode == "auto" and self.count() < self.backend.hnsw_threshold:
             return
         self.build_hnsw()
 
     def has_hnsw(self) -> bool:
+        """Whether the HNSW index exists (with shards: on the first shard)."""
+        statement = "SELECT 1 FROM pg_indexes WHERE schemaname = %s AND indexname = 'chunks_hnsw'"
+        if self.backend.shards:
+            return bool(shard_rows(self.backend.shards[0], statement, (self.schema,)))
         return bool(
-            self.backend.run(
-                lambda conn: conn.execute(
-                    "SELECT 1 FROM pg_indexes WHERE schemaname = %s AND indexname = 'chunks_hnsw'",
-                    (self.schema,),
-                ).fetchone()
-            )
+            self.backend.run(lambda conn: conn.execute(statement, (self.schema,)).fetchone())
         )
 
     def build_hnsw(self) -> None:
+        """Build the HNSW index (on every shard, each over its own chunks)."""
         log.info("corpus %s: building the HNSW index", self.name)
-        self.backend.run(
-            lambda conn: conn.execute(
-                self.q(
-                    "CREATE INDEX IF NOT EXISTS chunks_hnsw ON S.chunks "
-                    "USING hnsw (embedding vector_ip_ops)"
-                )
-            )
+        statement = self.q(
+            "CREATE INDEX IF NOT EXISTS chunks_hnsw ON S.chunks "
+            "USING hnsw (embedding vector_ip_ops)"
         )
+        if self.backend.shards:
+            for dsn in self.backend.shards:
+                shard_rows(dsn, statement, ())
+        else:
+            self.backend.run(lambda conn: conn.execute(statement))
+        self._hnsw = True
 
     # -- migration ------------------------------------------------------------------------
     def first_chunk_ids(self) -> dict[str, int]:
@@ -477,11 +479,9 @@ class PostgresCorpus:
 
     def has_hnsw_cached(self) -> bool:
         """Whether the HNSW index exists (checked once per corpus object, then on build)."""
-        cached: bool | None = getattr(self, "_hnsw", None)
-        if cached is None or not cached:
-            cached = self.has_hnsw()
-            self._hnsw = cached
-        return cached
+        if not self._hnsw:
+            self._hnsw = self.has_hnsw()
+        return self._hnsw
 
     def keyword(
         self,
@@ -505,7 +505,9 @@ class PostgresCorpus:
             "df AS (SELECT q.term, q.qtf, count(p.chunk_pk)::float8 AS n FROM q "
             "JOIN S.postings p ON p.term = q.term GROUP BY q.term, q.qtf) "
             "SELECT c.chunk_pk, sum(df.qtf * ln(1 + (t.n - df.n + 0.5) / (df.n + 0.5)) * p.tf * "
-            f"{K1 + 1} / (p.tf + {K1} * ({1 - B} + {B} * c.norm / t.avgdl))) AS score "
+            f"{K1 + 1} / (p.tf + {K1} * ({1 - B} + {B} * c.norm / t.avgdl)) "
+            # Summed in term order: the same last bits whatever order the rows come in.
+            "ORDER BY df.term) AS score "
             "FROM df JOIN S.postings p ON p.term = df.term "
             "JOIN S.chunks c ON c.chunk_pk = p.chunk_pk "
             "JOIN S.documents d ON d.doc_pk = c.doc_pk CROSS JOIN t "
