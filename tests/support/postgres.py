@@ -12,10 +12,12 @@ can check that it never appears in logs, errors or reprs.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -150,7 +152,11 @@ class PgServer:
             )
 
     def start(self) -> None:
-        self.run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "start")
+        try:
+            self.run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", "start")
+        except RuntimeError as exc:
+            tail = self.log.read_text(errors="replace")[-800:] if self.log.exists() else ""
+            raise RuntimeError(f"{exc}\nserver log: {tail}") from None
 
     def stop(self, mode: str = "fast") -> None:
         self.run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop", check=False)
@@ -163,15 +169,24 @@ class PgServer:
             return None
 
     def kill9(self) -> None:
-        """SIGKILL the postmaster and its children (a crash, not a shutdown)."""
+        """SIGKILL the postmaster and its children (a crash, not a shutdown), then wait
+        until every one of them is gone (they hold the shared memory a restart needs)."""
         pid = self.pid()
         if pid is None:
             return
-        subprocess.run(["pkill", "-9", "-P", str(pid)], check=False)
-        os.kill(pid, 9)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and _alive(pid):
+        family = [pid, *_children(pid)]
+        for member in family:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(member, signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(_alive(m) for m in family):
             time.sleep(0.05)
+        # Without an init that reaps orphans (containers), the dead postmaster stays a
+        # zombie whose PID still "exists", and a restart refuses its lock file: remove it,
+        # as a reboot after a crash would.
+        (self.data / "postmaster.pid").unlink(missing_ok=True)
+        for leftover in (f".s.PGSQL.{self.port}.lock", f".s.PGSQL.{self.port}"):
+            (self.base / leftover).unlink(missing_ok=True)
 
     def replica_of(self, primary: PgServer) -> None:
         """Copy the primary with ``pg_basebackup -R`` (streaming replication)."""
@@ -205,13 +220,25 @@ class PgServer:
         self.configure()
 
 
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[1] == str(pid):
+            found.append(int(stat.parent.name))
+    return found
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (ProcessLookupError, OSError):
         return False
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split()[2] == "Z")
+    return state != "Z"
 
 
 def sql(dsn: str, statement: str) -> None:
