@@ -296,8 +296,8 @@ class PostgresSettings(FrozenModel):
 
     dsn: SecretStr | None = Field(
         None,
-        description="the primary, e.g. postgresql://guaipeca@db:5432/guaipeca; set "
-        "GUAIPECA_POSTGRES_DSN (or PGPASSWORD for the password) instead of a password here",
+        description="the primary, postgresql://user@host:5432/db; set GUAIPECA_POSTGRES_DSN "
+        "or PGPASSWORD instead",
     )
     read_dsn: SecretStr | None = Field(
         None,
@@ -316,8 +316,7 @@ class PostgresSettings(FrozenModel):
     ef_search: int = Field(100, ge=10, le=1000, description="HNSW candidates per search")
     shards: list[SecretStr] = Field(
         default_factory=list,
-        description="shard servers (DSNs) for a new corpus's chunks, hash-partitioned "
-        "through postgres_fdw; empty: the primary holds them",
+        description="shard DSNs for a new corpus's chunks (postgres_fdw); empty: on the primary",
     )
     timeout: float = Field(30.0, gt=0, description="seconds per statement")
 

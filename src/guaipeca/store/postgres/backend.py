@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from guaipeca.errors import BackendUnavailableError, ConfigError, GuaipecaError
 from guaipeca.store.contract import valid_corpus_name
+from guaipeca.store.postgres.connection import Conn
 from guaipeca.store.postgres.dsn import describe, scrub
 from guaipeca.store.postgres.shards import drop_shard_tables, shard_error
 
@@ -38,7 +39,6 @@ __all__ = ["PostgresBackend"]
 
 log = logging.getLogger("guaipeca")
 T = TypeVar("T")
-Conn = Any  # psycopg.Connection[tuple[Any, ...]]
 
 
 class _Server:

@@ -23,33 +23,28 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from guaipeca.errors import ConfigError, ModelError
 from guaipeca.lexical import Analyzer
-from guaipeca.lexical.sparse import fieldnorm
+from guaipeca.lexical.sparse import BM25_B, BM25_K1, fieldnorm
 from guaipeca.store import ChunkRow
 from guaipeca.store.contract import DenseScan, PreparedDocument, valid_corpus_name
+from guaipeca.store.postgres.connection import Conn, Connection
 from guaipeca.store.postgres.filters import compile_pg_where
 from guaipeca.store.postgres.schema import migrate
 from guaipeca.store.postgres.shards import create_shard_tables, shard_rows
 from guaipeca.store.postgres.views import CHUNK_FIELDS, PostgresCatalog, PostgresLexical, chunk_row
 from guaipeca.types import ChunkSpan, CorpusStats, location_of
 
-if TYPE_CHECKING:
-    from guaipeca.store.postgres.backend import Conn, PostgresBackend
-
 __all__ = ["PostgresCorpus", "vector_text"]
 
 log = logging.getLogger("guaipeca")
 F32 = npt.NDArray[np.float32]
 T = TypeVar("T")
-
-K1: Final = 1.2
-B: Final = 0.75
 
 
 def vector_text(vec: npt.ArrayLike) -> str:
@@ -65,7 +60,7 @@ class PostgresCorpus:
     """One corpus in its own PostgreSQL schema; satisfies :class:`~.contract.CorpusStore`."""
 
     def __init__(
-        self, backend: PostgresBackend, name: str, *, language: str | None, model: str, dim: int
+        self, backend: Connection, name: str, *, language: str | None, model: str, dim: int
     ) -> None:
         from psycopg import sql
 
@@ -505,7 +500,7 @@ class PostgresCorpus:
             "df AS (SELECT q.term, q.qtf, count(p.chunk_pk)::float8 AS n FROM q "
             "JOIN S.postings p ON p.term = q.term GROUP BY q.term, q.qtf) "
             "SELECT c.chunk_pk, sum(df.qtf * ln(1 + (t.n - df.n + 0.5) / (df.n + 0.5)) * p.tf * "
-            f"{K1 + 1} / (p.tf + {K1} * ({1 - B} + {B} * c.norm / t.avgdl)) "
+            f"{BM25_K1 + 1} / (p.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * c.norm / t.avgdl)) "
             # Summed in term order: the same last bits whatever order the rows come in.
             "ORDER BY df.term) AS score "
             "FROM df JOIN S.postings p ON p.term = df.term "

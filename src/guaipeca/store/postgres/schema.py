@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from psycopg import Connection, sql
 
-__all__ = ["CHUNK_COLUMNS", "LATEST", "MIGRATIONS", "chunk_table_sql", "migrate"]
+__all__ = ["CHUNK_COLUMNS", "LATEST", "STEPS", "chunk_table_sql", "migrate"]
 
 #: The chunk columns in table order (the shards' tables repeat them).
 CHUNK_COLUMNS = (
@@ -88,8 +88,8 @@ def m001_initial(dim: int, sharded: bool) -> str:
 
 
 Migration = Callable[[int, bool], str]
-MIGRATIONS: tuple[Migration, ...] = (m001_initial,)
-LATEST = len(MIGRATIONS)
+STEPS: tuple[Migration, ...] = (m001_initial,)
+LATEST = len(STEPS)
 
 
 def migrate(conn: Connection[tuple[object, ...]], schema: str, dim: int, sharded: bool) -> int:
@@ -110,7 +110,7 @@ def migrate(conn: Connection[tuple[object, ...]], schema: str, dim: int, sharded
     version = int(row[0]) if row else 0  # type: ignore[call-overload]
     conn.execute(sql.SQL("SET LOCAL search_path TO {}, public").format(ident))
     for number in range(version + 1, LATEST + 1):
-        conn.execute(MIGRATIONS[number - 1](dim, sharded))
+        conn.execute(STEPS[number - 1](dim, sharded))
         conn.execute(
             "INSERT INTO meta VALUES ('schema_version', to_jsonb(%s::int)) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",

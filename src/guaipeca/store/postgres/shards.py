@@ -16,21 +16,19 @@ A shard that does not answer makes every read and write of the corpus fail with
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from guaipeca.errors import ShardUnavailableError
+from guaipeca.store.postgres.connection import Connection
 from guaipeca.store.postgres.dsn import describe
 from guaipeca.store.postgres.schema import chunk_table_sql
-
-if TYPE_CHECKING:
-    from guaipeca.store.postgres.backend import PostgresBackend
 
 __all__ = ["create_shard_tables", "drop_shard_tables", "server_name", "shard_error", "shard_rows"]
 
 _SERVER = re.compile(r'server "([^"]+)"')
 
 
-def server_name(backend: PostgresBackend, i: int) -> str:
+def server_name(backend: Connection, i: int) -> str:
     """The foreign server of shard ``i`` on the primary."""
     return f"{backend.prefix}shard{i}"
 
@@ -52,7 +50,7 @@ def shard_rows(dsn: str, statement: str, params: tuple[Any, ...]) -> list[Any]:
         return cur.fetchall() if cur.description else []
 
 
-def create_shard_tables(backend: PostgresBackend, conn: Any, schema: str, dim: int) -> None:
+def create_shard_tables(backend: Connection, conn: Any, schema: str, dim: int) -> None:
     """Create the shards' tables and attach them to ``schema``'s partitioned tables on the
     primary (``conn``, in the transaction that created the schema)."""
     from psycopg import sql
@@ -123,7 +121,7 @@ def create_shard_tables(backend: PostgresBackend, conn: Any, schema: str, dim: i
             )
 
 
-def drop_shard_tables(backend: PostgresBackend, schema: str) -> None:
+def drop_shard_tables(backend: Connection, schema: str) -> None:
     """Drop ``schema`` on every shard (nothing without shards)."""
     from psycopg import sql
 
@@ -132,7 +130,7 @@ def drop_shard_tables(backend: PostgresBackend, schema: str) -> None:
         _shard_sql(dsn, [f"DROP SCHEMA IF EXISTS {s} CASCADE"])
 
 
-def shard_error(backend: PostgresBackend, exc: Exception) -> ShardUnavailableError | None:
+def shard_error(backend: Connection, exc: Exception) -> ShardUnavailableError | None:
     """A clear error naming the shard ``exc`` came from, or None (not a shard's error)."""
     if not backend.shards:
         return None
