@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +46,8 @@ __all__ = ["PostgresCorpus", "vector_text"]
 log = logging.getLogger("guaipeca")
 F32 = npt.NDArray[np.float32]
 T = TypeVar("T")
+#: Seconds between checks for an HNSW index another process may have built.
+HNSW_RECHECK: Final = 30.0
 
 
 def vector_text(vec: npt.ArrayLike) -> str:
@@ -71,6 +74,7 @@ class PostgresCorpus:
         self.dim = dim
         self.s = sql.Identifier(self.schema).as_string(None)
         self._hnsw: bool | None = None  # whether the HNSW index exists (None: not asked yet)
+        self._hnsw_asked = -HNSW_RECHECK
         self.language = self._open(language)
         self.analyzer = Analyzer(self.language)
         self._catalog = PostgresCatalog(self)
@@ -473,10 +477,13 @@ class PostgresCorpus:
         return ranked[:n]
 
     def has_hnsw_cached(self) -> bool:
-        """Whether the HNSW index exists (checked once per corpus object, then on build)."""
-        if not self._hnsw:
+        """Whether the HNSW index exists: once known, for good; until then asked again at
+        most every :data:`HNSW_RECHECK` seconds (another process may build it)."""
+        now = time.monotonic()
+        if not self._hnsw and now - self._hnsw_asked > HNSW_RECHECK:
             self._hnsw = self.has_hnsw()
-        return self._hnsw
+            self._hnsw_asked = now
+        return bool(self._hnsw)
 
     def keyword(
         self,
