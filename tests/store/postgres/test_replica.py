@@ -4,6 +4,7 @@ answer) while the primary is up. Real servers: a primary and its ``pg_basebackup
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -80,3 +81,27 @@ def test_a_replica_restart_falls_back_to_the_primary(
         pg_replica.start()
     _wait_for(index, "green tea", "a")
     index.close()
+
+
+def test_status_reports_the_replica_lag(
+    tmp_path: Path,
+    pg_primary: PgServer,
+    pg_replica: PgServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from guaipeca.cli import main
+    from support.postgres import prefix_for
+
+    config = tmp_path / "guaipeca.yaml"
+    config.write_text(
+        f"corpora: []\nstorage: {{backend: postgres, data_dir: {tmp_path / 'data'}, "
+        f"postgres: {{dsn: '{pg_primary.dsn()}', read_dsn: '{pg_replica.dsn()}', "
+        f"schema_prefix: {prefix_for(tmp_path)}}}}}\n"
+    )
+    assert main(["--config", str(config), "status"]) == 0
+    out, err = capsys.readouterr()
+    assert "replica  PostgreSQL at 127.0.0.1:" in out and "bytes of WAL behind" in out
+    assert PASSWORD not in out + err
+    assert main(["--config", str(config), "status", "--json"]) == 0
+    lag = json.loads(capsys.readouterr().out)["replication"]
+    assert lag["standby"] is True and lag["lag_bytes"] >= 0
