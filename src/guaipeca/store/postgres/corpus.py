@@ -224,53 +224,19 @@ class PostgresCorpus:
         doc_pks: list[int],
     ) -> None:
         cur = conn.cursor()
-        doc_rows = []
-        at = 0
-        with cur.copy(
-            self.q(
-                'COPY S.chunks (chunk_pk, doc_pk, position, start, "end", text, heading_path, '
-                "heading_trail, table_header, section_id, page_start, page_end, embed_sha256, "
-                "enrichment, tokens, norm, embedding) FROM STDIN"
-            )
-        ) as copy:
-            for doc, toks, doc_pk in zip(docs, tokens, doc_pks, strict=True):
-                enrichments = doc.enrichments or ()
-                for i, chunk in enumerate(doc.chunks):
-                    heading = list(chunk.heading_path)
-                    trail = list(chunk.heading_trail or heading)
-                    enrichment = (
-                        enrichments[i][0] if i < len(enrichments) and enrichments[i][0] else None
-                    )
-                    copy.write_row(
-                        (
-                            pks[at + i],
-                            doc_pk,
-                            chunk.position,
-                            chunk.start,
-                            chunk.end,
-                            chunk.text,
-                            json.dumps(heading, ensure_ascii=False),
-                            json.dumps(trail, ensure_ascii=False),
-                            chunk.table_header,
-                            chunk.section_id,
-                            chunk.page_start,
-                            chunk.page_end,
-                            doc.embed_hashes[i],
-                            enrichment,
-                            len(toks[i]),
-                            fieldnorm(len(toks[i])),
-                            vector_text(doc.vectors[i]),
-                        )
-                    )
-                at += len(doc.chunks)
-                doc_rows.append((doc, doc_pk, sum(len(t) for t in toks)))
-        at = 0
+        rows = (
+            row
+            for doc, toks, doc_pk, first in zip(docs, tokens, doc_pks, _starts(docs), strict=True)
+            for row in _chunk_rows(doc, toks, doc_pk, pks[first : first + len(doc.chunks)])
+        )
+        with cur.copy(self.q(f"COPY S.chunks ({_CHUNK_COPY}) FROM STDIN")) as copy:
+            for row in rows:
+                copy.write_row(row)
+        chunk_tokens = (t for toks in tokens for t in toks)
         with cur.copy(self.q("COPY S.postings (term, chunk_pk, tf) FROM STDIN")) as copy:
-            for toks in tokens:
-                for chunk_toks in toks:
-                    for term, tf in Counter(chunk_toks).items():
-                        copy.write_row((term, pks[at], tf))
-                    at += 1
+            for pk, toks in zip(pks, chunk_tokens, strict=True):
+                for term, tf in Counter(toks).items():
+                    copy.write_row((term, pk, tf))
         cur.executemany(
             self.q(
                 "INSERT INTO S.documents (doc_pk, doc_id, source_path, filename, extension, "
@@ -278,7 +244,10 @@ class PostgresCorpus:
                 "source_size, source_mtime_ns) VALUES "
                 "(%s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s)"
             ),
-            [_doc_values(doc, doc_pk, n) for doc, doc_pk, n in doc_rows],
+            [
+                _doc_values(doc, doc_pk, sum(len(t) for t in toks))
+                for doc, toks, doc_pk in zip(docs, tokens, doc_pks, strict=True)
+            ],
         )
 
     def _remove(self, conn: Conn, doc_ids: Sequence[str]) -> tuple[int, int, int]:
@@ -574,6 +543,51 @@ class PostgresCorpus:
 
     def close(self) -> None:
         """Nothing to release per corpus: the backend owns the connections."""
+
+
+_CHUNK_COPY = (
+    'chunk_pk, doc_pk, position, start, "end", text, heading_path, heading_trail, table_header, '
+    "section_id, page_start, page_end, embed_sha256, enrichment, tokens, norm, embedding"
+)
+
+
+def _starts(docs: Sequence[PreparedDocument]) -> list[int]:
+    """Where each document's chunks start in the batch's list of chunk ids."""
+    out, at = [], 0
+    for doc in docs:
+        out.append(at)
+        at += len(doc.chunks)
+    return out
+
+
+def _chunk_rows(
+    doc: PreparedDocument, tokens: list[list[str]], doc_pk: int, pks: Sequence[int]
+) -> Iterable[tuple[Any, ...]]:
+    """One document's chunk rows, in :data:`_CHUNK_COPY` order."""
+    enrichments = doc.enrichments or ()
+    for i, chunk in enumerate(doc.chunks):
+        heading = list(chunk.heading_path)
+        trail = list(chunk.heading_trail or heading)
+        enrichment = enrichments[i][0] if i < len(enrichments) and enrichments[i][0] else None
+        yield (
+            pks[i],
+            doc_pk,
+            chunk.position,
+            chunk.start,
+            chunk.end,
+            chunk.text,
+            json.dumps(heading, ensure_ascii=False),
+            json.dumps(trail, ensure_ascii=False),
+            chunk.table_header,
+            chunk.section_id,
+            chunk.page_start,
+            chunk.page_end,
+            doc.embed_hashes[i],
+            enrichment,
+            len(tokens[i]),
+            fieldnorm(len(tokens[i])),
+            vector_text(doc.vectors[i]),
+        )
 
 
 def _doc_values(doc: PreparedDocument, doc_pk: int, tokens: int) -> tuple[Any, ...]:
