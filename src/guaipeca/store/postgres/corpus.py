@@ -233,10 +233,11 @@ class PostgresCorpus:
             for row in rows:
                 copy.write_row(row)
         chunk_tokens = (t for toks in tokens for t in toks)
-        with cur.copy(self.q("COPY S.postings (term, chunk_pk, tf) FROM STDIN")) as copy:
+        with cur.copy(self.q("COPY S.postings (term, chunk_pk, tf, norm) FROM STDIN")) as copy:
             for pk, toks in zip(pks, chunk_tokens, strict=True):
+                norm = fieldnorm(len(toks))
                 for term, tf in Counter(toks).items():
-                    copy.write_row((term, pk, tf))
+                    copy.write_row((term, pk, tf, norm))
         cur.executemany(
             self.q(
                 "INSERT INTO S.documents (doc_pk, doc_id, source_path, filename, extension, "
@@ -430,9 +431,9 @@ class PostgresCorpus:
         approximate = self.backend.vector_index != "exact" and self.has_hnsw_cached()
         order = "c.embedding <#> %s::vector" + ("" if approximate else ", c.chunk_pk")
         limit = n + 8 if approximate else n
+        join = "" if cond == "TRUE" else "JOIN S.documents d ON d.doc_pk = c.doc_pk "
         statement = self.q(
-            "SELECT c.chunk_pk, -(c.embedding <#> %s::vector) FROM S.chunks c "
-            "JOIN S.documents d ON d.doc_pk = c.doc_pk "
+            f"SELECT c.chunk_pk, -(c.embedding <#> %s::vector) FROM S.chunks c {join}"
             f"WHERE c.embedding IS NOT NULL AND {cond} ORDER BY {order} LIMIT %s"
         )
 
@@ -469,20 +470,28 @@ class PostgresCorpus:
             return []
         cond, params = compile_pg_where(where, corpus=self.name)
         terms = sorted(counts)
+        # Scores first, from the postings alone (each carries its chunk's rounded length);
+        # the filter's joins only see the chunks that scored.
+        join = (
+            ""
+            if cond == "TRUE"
+            else "JOIN S.chunks c ON c.chunk_pk = s.chunk_pk "
+            "JOIN S.documents d ON d.doc_pk = c.doc_pk "
+        )
+        k1, b = BM25_K1, BM25_B
         statement = self.q(
             "WITH q(term, qtf) AS (SELECT * FROM unnest(%s::text[], %s::int[])), "
             "t AS (SELECT chunks::float8 AS n, GREATEST(tokens::float8 / NULLIF(chunks, 0), 1e-9) "
             "AS avgdl FROM S.totals WHERE id = 1), "
             "df AS (SELECT q.term, q.qtf, count(p.chunk_pk)::float8 AS n FROM q "
-            "JOIN S.postings p ON p.term = q.term GROUP BY q.term, q.qtf) "
-            "SELECT c.chunk_pk, sum(df.qtf * ln(1 + (t.n - df.n + 0.5) / (df.n + 0.5)) * p.tf * "
-            f"{BM25_K1 + 1} / (p.tf + {BM25_K1} * ({1 - BM25_B} + {BM25_B} * c.norm / t.avgdl)) "
+            "JOIN S.postings p ON p.term = q.term GROUP BY q.term, q.qtf), "
+            "s AS (SELECT p.chunk_pk, sum(df.qtf * ln(1 + (t.n - df.n + 0.5) / (df.n + 0.5)) * "
+            f"p.tf * {k1 + 1} / (p.tf + {k1} * ({1 - b} + {b} * p.norm / t.avgdl)) "
             # Summed in term order: the same last bits whatever order the rows come in.
             "ORDER BY df.term) AS score "
-            "FROM df JOIN S.postings p ON p.term = df.term "
-            "JOIN S.chunks c ON c.chunk_pk = p.chunk_pk "
-            "JOIN S.documents d ON d.doc_pk = c.doc_pk CROSS JOIN t "
-            f"WHERE {cond} GROUP BY c.chunk_pk ORDER BY score DESC, c.chunk_pk LIMIT %s"
+            "FROM df JOIN S.postings p ON p.term = df.term CROSS JOIN t GROUP BY p.chunk_pk) "
+            f"SELECT s.chunk_pk, s.score FROM s {join}WHERE {cond} "
+            "ORDER BY s.score DESC, s.chunk_pk LIMIT %s"
         )
         rows = self.backend.run(
             lambda conn: conn.execute(

@@ -33,7 +33,10 @@ CHUNK_COLUMNS = (
     "embed_sha256 text NOT NULL, enrichment jsonb, tokens integer NOT NULL, "
     "norm integer NOT NULL, embedding vector({dim})"
 )
-POSTING_COLUMNS = "term text NOT NULL, chunk_pk bigint NOT NULL, tf integer NOT NULL"
+#: A posting carries its chunk's rounded length, so BM25 reads the postings alone.
+POSTING_COLUMNS = (
+    "term text NOT NULL, chunk_pk bigint NOT NULL, tf integer NOT NULL, norm integer NOT NULL"
+)
 
 
 def chunk_table_sql(dim: int) -> tuple[str, str]:
