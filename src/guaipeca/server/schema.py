@@ -323,7 +323,7 @@ class StatusOut(BaseModel):
     backend: str = Field("embedded", description="storage backend: embedded, qdrant or postgres")
     backend_error: str | None = Field(
         None,
-        description="why the storage backend (a Qdrant or PostgreSQL server) cannot be reached; null: up",
+        description="why the storage server (Qdrant, PostgreSQL) cannot be reached; null: up",
     )
     job: JobOut | None = Field(
         None, description="the job asked for with the job argument (null: none asked for)"
