@@ -43,7 +43,7 @@ def test_kill_9_while_indexing_keeps_committed_documents_and_a_rerun_finishes(
     victim: PgServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     index, _ = _index(victim)
-    docs = [_doc(i) for i in range(120)]
+    docs = [_doc(i) for i in range(240)]  # far more than are written before the kill
     committed: list[str] = []
     failure: list[BaseException] = []
 
