@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -299,6 +300,7 @@ def main() -> None:
     finally:
         for server in [primary, *shards]:
             pgs.discard(server)
+        shutil.rmtree(work, ignore_errors=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
