@@ -2,9 +2,10 @@
 
 Data: ``--chunks`` chunks, ten per document; chunk texts are real SciFact abstracts (cut to
 700 characters, reused cyclically past the 5,183 abstracts); vectors are synthetic 384-dim
-unit vectors (seeded, clustered around 2,000 random directions: embedding 100k+ chunks with the real model would take hours
-on 2 cores, and storage costs do not depend on where vectors come from; uniform random vectors would
-make every neighbour equally far and HNSW recall meaningless). Queries: SciFact queries (BM25)
+unit vectors (seeded, clustered around 2,000 random directions: embedding 100k+ chunks with
+the real model would take hours on 2 cores, and storage costs do not depend on where vectors
+come from; uniform random vectors would make every neighbour equally far and HNSW recall
+meaningless). Queries: SciFact queries (BM25)
 and synthetic unit vectors (dense).
 
 Both backends are written through the store interface (``CorpusStore.write``), so the
@@ -40,13 +41,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from support import postgres as pgs  # noqa: E402  (the servers the tests start)
-
 from guaipeca.store.contract import CorpusStore, PreparedDocument  # noqa: E402
 from guaipeca.store.embedded.corpus import Corpus  # noqa: E402
 from guaipeca.store.postgres.backend import PostgresBackend  # noqa: E402
 from guaipeca.store.postgres.corpus import PostgresCorpus  # noqa: E402
 from guaipeca.types import ChunkSpan  # noqa: E402
+from support import postgres as pgs  # noqa: E402  (the servers the tests start)
 
 DIM = 384
 PER_DOC = 10
@@ -184,7 +184,7 @@ def server_memory_mb(server: pgs.PgServer) -> float:
     if pid is None:
         return 0.0
     total = 0
-    for member in [pid, *pgs._children(pid)]:  # noqa: SLF001 - the bench reads /proc like the tests
+    for member in [pid, *pgs.children(pid)]:
         try:
             for line in Path(f"/proc/{member}/smaps_rollup").read_text().splitlines():
                 if line.startswith("Pss:"):

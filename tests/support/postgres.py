@@ -174,7 +174,7 @@ class PgServer:
         pid = self.pid()
         if pid is None:
             return
-        family = [pid, *_children(pid)]
+        family = [pid, *children(pid)]
         for member in family:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(member, signal.SIGKILL)
@@ -220,7 +220,7 @@ class PgServer:
         self.configure()
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
