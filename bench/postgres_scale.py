@@ -249,7 +249,7 @@ def main() -> None:
         result["embedded_vs_postgres_exact_top10_overlap"] = recall(emb_exact, exact)
         kw_same = sum(
             [pk for pk, _ in pg.keyword(q, 10)] == [pk for pk, _ in emb.keyword(q, 10)]
-            for q in qtexts[:50]
+            for q in queries()[:50]
         )
         result["keyword_top10_identical_of_50"] = kw_same
         lat: dict[str, Any] = {}
