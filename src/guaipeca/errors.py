@@ -73,6 +73,11 @@ class BackendUnavailableError(GuaipecaError):
     """The storage server cannot be reached (down, timed out, refused): retry later."""
 
 
+class ShardUnavailableError(BackendUnavailableError):
+    """One shard of a sharded corpus cannot be reached; the message names it. Nothing is
+    answered from the other shards unless partial results were asked for."""
+
+
 class AuthError(GuaipecaError):
     """A request's credentials are missing or wrong; the message is safe to show."""
 

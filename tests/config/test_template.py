@@ -53,7 +53,7 @@ def test_template_shows_every_key_with_a_comment_above_it(tmp_path: Path) -> Non
     # corpora and access are lists: commented-out samples.
     expected = {f for f in setting_keys(Settings) if not f.startswith(("corpora", "access"))}
     sections = set(Settings.model_fields) - {"corpora", "access"}
-    nested = {"storage.qdrant", "server.oidc", "server.claims"}
+    nested = {"storage.qdrant", "storage.postgres", "server.oidc", "server.claims"}
     assert _keys(data) == expected | nested | sections
     assert "# access:\n#   - who: {group: legal}" in template
     sample = yaml.safe_load(_uncommented_sample(template, tmp_path))["corpora"]

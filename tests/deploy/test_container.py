@@ -171,3 +171,16 @@ def test_the_entrypoint_indexes_serves_and_stops_gracefully(container: dict[str,
     # The index was closed cleanly: it opens and holds the document.
     with Index(container["data"] / "data" / "index") as index:
         assert index.stats().chunks >= 1
+
+
+def test_the_postgres_compose_file_runs_guaipeca_on_its_database() -> None:
+    compose = yaml.safe_load((DEPLOY / "compose.postgres.yaml").read_text(encoding="utf-8"))
+    service = compose["services"]["guaipeca"]
+    assert service["build"]["args"] == {"EXTRAS": "postgres"}
+    assert service["depends_on"]["db"]["condition"] == "service_healthy"
+    assert service["ports"] == ["127.0.0.1:8090:8090"] and "guaipeca-pg" in compose["volumes"]
+    raw = yaml.safe_load(compose["configs"]["guaipeca-postgres"]["content"])
+    dsn = service["environment"]["GUAIPECA_POSTGRES_DSN"]
+    settings = parse_settings(raw, env={"GUAIPECA_AUTH_TOKEN": TOKEN, "GUAIPECA_POSTGRES_DSN": dsn})
+    assert settings.storage.backend == "postgres" and settings.storage.postgres.dsn is not None
+    assert "${POSTGRES_PASSWORD}" in dsn  # the password comes from deploy/.env only

@@ -48,7 +48,7 @@ def drop(
 
 
 def migrate(
-    to: Annotated[str, typer.Option("--to", help="Target backend: qdrant or embedded.")],
+    to: Annotated[str, typer.Option("--to", help="Target backend: qdrant, postgres or embedded.")],
     corpora: Annotated[
         list[str] | None, typer.Argument(help="The corpora to copy. Without one, every corpus.")
     ] = None,
@@ -61,7 +61,7 @@ def migrate(
     wait: WaitOption = False,
     wait_timeout: WaitTimeoutOption = None,
 ) -> None:
-    """Copy the index to another backend (embedded <-> qdrant) without re-embedding;
+    """Copy the index to another backend (embedded <-> qdrant or postgres) without re-embedding;
     resumes after an interruption."""
     from guaipeca.cli.migrate import run_migrate
 

@@ -1,4 +1,5 @@
-"""``guaipeca migrate --to qdrant|embedded``: the command around :mod:`guaipeca.store.transfer`."""
+"""``guaipeca migrate --to qdrant|postgres|embedded``: the command around the transfer
+(:mod:`guaipeca.store.transfer`)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["run_migrate"]
 
-TARGETS = ("qdrant", "embedded")
+TARGETS = ("qdrant", "postgres", "embedded")
 
 
 def _open(loaded: LoadedSettings, backend_name: str) -> Index:
@@ -33,6 +34,16 @@ def _open(loaded: LoadedSettings, backend_name: str) -> Index:
     embedder = load_embedder(s.embedding, source=source, data_dir=loaded.data_dir)
     if backend_name == "embedded":
         return Index(loaded.data_dir / "index", embedder=embedder, settings=s.engine())
+    if backend_name == "postgres":
+        from guaipeca.store.postgres.backend import PostgresBackend
+
+        if s.storage.postgres.dsn is None:
+            raise GuaipecaError(
+                f"set storage.postgres.dsn (or GUAIPECA_POSTGRES_DSN) in {source or 'the config'} "
+                "first"
+            )
+        pg = PostgresBackend.from_settings(s.storage.postgres)
+        return Index(embedder=embedder, settings=s.engine(), backend=pg)
     q = s.storage.qdrant
     if q.url is None and q.path is None:
         raise GuaipecaError(
@@ -64,7 +75,7 @@ def run_migrate(
         raise GuaipecaError(f"--to must be one of {', '.join(TARGETS)}, not {to!r:.40}")
     current = loaded.settings.storage.backend
     if to == current:
-        other = "embedded" if to == "qdrant" else "qdrant"
+        other = "embedded" if to != "embedded" else "qdrant or postgres"
         raise GuaipecaError(
             f"storage.backend is already {to!r}; to copy {other} -> {to}, set "
             f"storage.backend: {other} while migrating"

@@ -23,6 +23,7 @@ def status(
     try:
         s = idx.stats()
         broken = idx.broken_corpora
+        replication = idx.replication()
     finally:
         idx.close()
     from guaipeca.cli.corpora import drop_note
@@ -49,6 +50,7 @@ def status(
         "corpora": corpora,
         "broken": broken,
         "original_data": original_data_hint(loaded.data_dir),
+        "replication": replication,
     }
     if as_json:
         out.print_verbatim(json.dumps(data, ensure_ascii=False))
@@ -56,6 +58,11 @@ def status(
     out.print(f"config   {loaded.source or '(none: defaults, one corpus = this folder)'}")
     out.print(f"data     {loaded.data_dir}")
     out.print(f"model    {s.model} ({s.dimension} dimensions)")
+    if replication is not None:
+        out.print(
+            f"replica  {replication['replica']}: {replication['lag_bytes']} bytes of WAL "
+            f"behind, replay lag {replication['lag_seconds']:.3f} s"
+        )
     for e in corpora:
         size = (e["vector_bytes"] + e["catalog_bytes"] + e["lexical_bytes"]) / 1e6
         topic = f" — {e['topic']}" if e["topic"] else ""

@@ -291,9 +291,48 @@ class QdrantSettings(FrozenModel):
         return value
 
 
+class PostgresSettings(FrozenModel):
+    """storage.backend: postgres (PostgreSQL with pgvector >= 0.8)."""
+
+    dsn: SecretStr | None = Field(
+        None,
+        description="the primary, postgresql://user@host:5432/db; set GUAIPECA_POSTGRES_DSN "
+        "or PGPASSWORD instead",
+    )
+    read_dsn: SecretStr | None = Field(
+        None,
+        description="a streaming replica for searches (null: the primary); "
+        "GUAIPECA_POSTGRES_READ_DSN",
+    )
+    schema_prefix: str = Field(
+        "guaipeca_", max_length=32, description="prefix of each corpus's schema (+ corpus name)"
+    )
+    vector_index: Literal["auto", "exact", "hnsw"] = Field(
+        "auto", description="exact scan, HNSW, or HNSW from hnsw_threshold chunks on (auto)"
+    )
+    hnsw_threshold: int = Field(
+        100_000, ge=1, description="chunks in a corpus from which auto builds an HNSW index"
+    )
+    ef_search: int = Field(100, ge=10, le=1000, description="HNSW candidates per search")
+    shards: list[SecretStr] = Field(
+        default_factory=list,
+        description="shard DSNs for a new corpus's chunks (postgres_fdw); empty: on the primary",
+    )
+    timeout: float = Field(30.0, gt=0, description="seconds per statement")
+
+    _dsn = field_validator("dsn", "read_dsn")(non_empty_secret)
+
+    @field_validator("schema_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if not set(value) <= NAME_CHARS - {"."}:
+            raise ValueError("use only letters, digits, '_' and '-'")
+        return value
+
+
 class StorageSettings(FrozenModel):
-    backend: Literal["embedded", "qdrant"] = Field(
-        "embedded", description="embedded (files in data_dir) or qdrant"
+    backend: Literal["embedded", "qdrant", "postgres"] = Field(
+        "embedded", description="embedded (files in data_dir), qdrant or postgres"
     )
     data_dir: Path | None = Field(
         None, description="index and caches (null: $GUAIPECA_HOME/data or ~/.guaipeca/data)"
@@ -301,11 +340,14 @@ class StorageSettings(FrozenModel):
     qdrant: QdrantSettings = Field(
         default_factory=QdrantSettings, description="used when backend is qdrant"
     )
+    postgres: PostgresSettings = Field(
+        default_factory=PostgresSettings, description="used when backend is postgres"
+    )
 
     _path_not_empty = field_validator("data_dir", mode="before")(not_empty_path)
     _path_absolute = field_validator("data_dir")(absolute_path)
 
-    @field_validator("qdrant", mode="before")
+    @field_validator("qdrant", "postgres", mode="before")
     @classmethod
     def _empty_section(cls, value: object) -> object:
         return {} if value is None else value
@@ -316,6 +358,10 @@ class StorageSettings(FrozenModel):
             how = "not both" if self.qdrant.url is not None else "none is set"
             raise KeyProblems(
                 [(("qdrant",), f"set exactly one of url or path when backend is qdrant ({how})")]
+            )
+        if self.backend == "postgres" and self.postgres.dsn is None:
+            raise KeyProblems(
+                [(("postgres", "dsn"), "set it (or GUAIPECA_POSTGRES_DSN) for backend postgres")]
             )
         return self
 

@@ -146,6 +146,12 @@ class Index:
         self._corpora.get(name)
         self._corpora.weights[name] = float(weight)
 
+    def replication(self) -> dict[str, Any] | None:
+        """The storage backend's replica and its lag (PostgreSQL with a ``read_dsn``), or
+        None when searches read the only copy."""
+        report = getattr(self._backend, "replication", None)
+        return report() if callable(report) else None
+
     @property
     def backend_error(self) -> str | None:
         """Why the storage backend cannot be reached, or None (always None when embedded)."""

@@ -1,11 +1,17 @@
-"""BM25 as sparse vectors for stores that score them themselves (the Qdrant backend):
-stable term indices and the document-length rounding tantivy uses, so both backends rank alike."""
+"""BM25 for stores that score it themselves (the Qdrant and PostgreSQL backends): tantivy's
+parameters, stable term indices and the document-length rounding tantivy uses, so every
+backend ranks alike."""
 
 from __future__ import annotations
 
 import hashlib
+from typing import Final
 
-__all__ = ["fieldnorm", "term_index"]
+__all__ = ["BM25_B", "BM25_K1", "fieldnorm", "term_index"]
+
+#: tantivy's BM25 parameters (the embedded backend's keyword search).
+BM25_K1: Final = 1.2
+BM25_B: Final = 0.75
 
 
 def term_index(term: str) -> int:

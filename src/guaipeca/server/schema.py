@@ -327,9 +327,10 @@ class StatusOut(BaseModel):
     corpora: list[CorpusStatus]
     broken: list[BrokenCorpus] = Field(description="corpora that cannot be used, and why")
     indexing: IndexingState | None = Field(description="the indexing run in progress, if any")
-    backend: str = Field("embedded", description="storage backend: embedded or qdrant")
+    backend: str = Field("embedded", description="storage backend: embedded, qdrant or postgres")
     backend_error: str | None = Field(
-        None, description="why the storage backend (a Qdrant server) cannot be reached; null: up"
+        None,
+        description="why the storage server (Qdrant, PostgreSQL) cannot be reached; null: up",
     )
     job: JobOut | None = Field(
         None, description="the job asked for with the job argument (null: none asked for)"

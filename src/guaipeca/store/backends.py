@@ -15,11 +15,15 @@ def open_backend(storage: StorageSettings) -> Backend | None:
     """The backend named by ``storage.backend``; ``None`` for the embedded default.
 
     Raises:
-        ConfigError: the Qdrant extra is not installed.
+        ConfigError: the Qdrant or PostgreSQL extra is not installed.
         BackendUnavailableError: the Qdrant server cannot be reached.
     """
     if storage.backend == "embedded":
         return None
+    if storage.backend == "postgres":
+        from guaipeca.store.postgres.backend import PostgresBackend
+
+        return PostgresBackend.from_settings(storage.postgres)
     from guaipeca.store.qdrant.backend import QdrantBackend
 
     return QdrantBackend.from_settings(storage.qdrant)

@@ -1,10 +1,12 @@
 """The storage boundary: what :class:`~guaipeca.index.Index` needs from one corpus's store.
 
-Two implementations satisfy it: :class:`~guaipeca.store.embedded.corpus.Corpus` (embedded: SQLite
-catalog + vector file + tantivy, in ``data_dir``) and
+Three implementations satisfy it: :class:`~guaipeca.store.embedded.corpus.Corpus` (embedded:
+SQLite catalog + vector file + tantivy, in ``data_dir``),
 :class:`~guaipeca.store.qdrant.corpus.QdrantCorpus` (a Qdrant server, cluster or
-qdrant-client's local mode). ``Index`` only calls what is listed here, so a backend that
-passes the contract tests (``tests/store/qdrant/``) is interchangeable with the embedded one.
+qdrant-client's local mode) and :class:`~guaipeca.store.postgres.corpus.PostgresCorpus`
+(PostgreSQL + pgvector: primary, replica, shards). ``Index`` only calls what is listed here,
+so a backend that passes the contract tests (``tests/store/qdrant/``, run against every
+backend) is interchangeable with the embedded one.
 
 A :class:`Backend` opens, lists and drops corpora; ``None`` in ``Index`` means the embedded
 layout under the index folder (the default, unchanged).

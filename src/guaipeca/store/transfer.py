@@ -1,7 +1,9 @@
-"""Copy corpora between backends (embedded <-> Qdrant) without embedding anything again.
+"""Copy corpora between backends (embedded, Qdrant, PostgreSQL) without embedding anything
+again.
 
 Each document is read with its chunks, their stored vectors and embedding-input hashes, and
-written to the target store as it is. Moving to Qdrant keeps chunk ids (``corpus:number``);
+written to the target store as it is. Moving to Qdrant or PostgreSQL keeps chunk ids
+(``corpus:number``);
 moving back to the embedded backend numbers chunks again in the same order (SQLite assigns
 them), so rankings and ties stay the same either way.
 
@@ -24,6 +26,7 @@ import numpy as np
 from guaipeca.errors import GuaipecaError
 from guaipeca.store.contract import CorpusStore, PreparedDocument
 from guaipeca.store.embedded.corpus import Corpus
+from guaipeca.store.postgres.corpus import PostgresCorpus
 from guaipeca.store.qdrant.corpus import QdrantCorpus
 from guaipeca.types import ChunkSpan, location_of
 
@@ -98,7 +101,7 @@ def _embedded_docs(store: Corpus, doc_ids: Sequence[str]) -> Exported:
 
 def export_documents(store: CorpusStore, doc_ids: Sequence[str]) -> Exported:
     """Documents as stored (text, chunks, vectors, hashes, source state), ready to write."""
-    if isinstance(store, QdrantCorpus):
+    if isinstance(store, QdrantCorpus | PostgresCorpus):
         return store.export_documents(doc_ids)
     if isinstance(store, Corpus):
         return _embedded_docs(store, doc_ids)
@@ -107,7 +110,7 @@ def export_documents(store: CorpusStore, doc_ids: Sequence[str]) -> Exported:
 
 def _first_keys(store: CorpusStore) -> list[str]:
     """Document ids ordered by their first chunk id (so the target numbers chunks alike)."""
-    if isinstance(store, QdrantCorpus):
+    if isinstance(store, QdrantCorpus | PostgresCorpus):
         first = store.first_chunk_ids()
     elif isinstance(store, Corpus):
         db = _catalog_db(store)
@@ -178,7 +181,7 @@ def migrate_corpus(
     for part in _batches(todo, batch):
         exported = export_documents(source, part)
         docs = [d for d, _ in exported]
-        if isinstance(target, QdrantCorpus):
+        if isinstance(target, QdrantCorpus | PostgresCorpus):
             target.write(docs, keys=[k for _, k in exported])  # chunk ids kept
         else:
             target.write(docs)

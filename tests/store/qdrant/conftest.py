@@ -1,4 +1,4 @@
-"""Both backends behind one fixture (see support.qdrant)."""
+"""Every backend behind one fixture (see support.qdrant)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from support.qdrant import BACKENDS, MakeIndex, open_index
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "postgres":
+        request.getfixturevalue("pg_primary")  # a real server, started once per session
     return str(request.param)
 
 

@@ -38,9 +38,16 @@ def test_term_ids_are_stable_32_bit_numbers() -> None:
     assert 0 <= term_index("ação") < 2**32
 
 
+@pytest.fixture(params=["qdrant", "postgres"])
+def other(request: pytest.FixtureRequest) -> str:
+    if request.param == "postgres":
+        request.getfixturevalue("pg_primary")
+    return str(request.param)
+
+
 @pytest.mark.slow
-def test_many_small_writes_then_compact_agree_with_tantivy(tmp_path: Path) -> None:
-    indexes = [open_index(b, tmp_path) for b in ("embedded", "qdrant")]
+def test_many_small_writes_then_compact_agree_with_tantivy(tmp_path: Path, other: str) -> None:
+    indexes = [open_index(b, tmp_path) for b in ("embedded", other)]
     for i in range(40):
         words = " ".join(["filler"] * (i % 13) + ["apple"] * (1 + i % 3) + [f"w{i}"])
         for index in indexes:
@@ -56,8 +63,8 @@ def test_many_small_writes_then_compact_agree_with_tantivy(tmp_path: Path) -> No
         index.close()
 
 
-def test_document_frequencies_for_the_reranker_agree(tmp_path: Path) -> None:
-    indexes = [open_index(b, tmp_path) for b in ("embedded", "qdrant")]
+def test_document_frequencies_for_the_reranker_agree(tmp_path: Path, other: str) -> None:
+    indexes = [open_index(b, tmp_path) for b in ("embedded", other)]
     docs = {f"d{i}": f"apple {'pear ' * (i % 3)}notes {i}" for i in range(12)}
     for index in indexes:
         index.add_documents(docs)

@@ -1,9 +1,10 @@
-"""Every filter operator gives the same chunks on both backends (SPEC §6.4).
+"""Every filter operator gives the same chunks on every backend (SPEC §6.4).
 
 Random filters over documents with varied metadata (numbers, floats, booleans, strings,
 arrays, nested objects, nulls, missing keys), built-in fields and pages: the Qdrant backend
 (translation to Qdrant filters plus the client-side step for what Qdrant cannot express)
-must select exactly the chunks the embedded backend's SQL selects.
+and the PostgreSQL backend (the filter compiled to SQL over JSONB, on a real server) must
+select exactly the chunks the embedded backend's SQL selects.
 """
 
 from __future__ import annotations
@@ -113,10 +114,13 @@ def _documents() -> list[NewDocument]:
     return docs
 
 
+OTHERS = ("qdrant", "postgres")
+
+
 @pytest.fixture(scope="module")
-def both(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def both(tmp_path_factory: pytest.TempPathFactory, pg_primary: object) -> Any:
     folder: Path = tmp_path_factory.mktemp("filters")
-    indexes = {b: open_index(b, folder) for b in ("embedded", "qdrant")}
+    indexes = {b: open_index(b, folder) for b in ("embedded", *OTHERS)}
     for index in indexes.values():
         index.add_documents(_documents())
     yield indexes
@@ -160,7 +164,9 @@ def test_random_filters_select_the_same_chunks(
         validate_where(where)
     except InvalidFilterError:
         assume(False)
-    assert _selected(both["qdrant"], where) == _selected(both["embedded"], where), where
+    want = _selected(both["embedded"], where)
+    for other in OTHERS:
+        assert _selected(both[other], where) == want, (other, where)
 
 
 @pytest.mark.parametrize(
@@ -183,7 +189,7 @@ def test_which_filters_qdrant_runs_exactly(
 ) -> None:
     assert translate(where, "default").exact is exact
     selected = _selected(both["qdrant"], where)
-    assert selected == _selected(both["embedded"], where)
+    assert selected == _selected(both["embedded"], where) == _selected(both["postgres"], where)
     assert selected  # each case selects something, so agreement is not vacuous
 
 
@@ -191,7 +197,9 @@ def test_filters_of_every_operator_select_something_somewhere(both: dict[str, In
     for op in OPS:
         operand: Any = ["a", 2] if op in ("$in", "$nin") else (True if op == "$exists" else "a")
         where = {"s": {op: operand}}
-        assert _selected(both["qdrant"], where) == _selected(both["embedded"], where), where
+        want = _selected(both["embedded"], where)
+        for other in OTHERS:
+            assert _selected(both[other], where) == want, (other, where)
 
 
 @pytest.mark.slow
@@ -208,7 +216,8 @@ def test_every_field_operator_and_kind_of_operand(both: dict[str, Index]) -> Non
                     validate_where(where)
                 except InvalidFilterError:
                     continue
-                got, want = _selected(both["qdrant"], where), _selected(both["embedded"], where)
-                assert got == want, where
+                want = _selected(both["embedded"], where)
+                for other in OTHERS:
+                    assert _selected(both[other], where) == want, (other, where)
                 checked += 1
     assert checked > 500

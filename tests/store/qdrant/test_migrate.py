@@ -1,4 +1,5 @@
-"""Migration embedded -> Qdrant -> embedded: no re-embedding, same results, resumable."""
+"""Migration embedded -> Qdrant or PostgreSQL -> embedded: no re-embedding, same results,
+resumable."""
 
 from __future__ import annotations
 
@@ -36,13 +37,20 @@ def _results(index: Index) -> list[list[tuple[str, str, float]]]:
     return out
 
 
-def test_round_trip_keeps_results_without_embedding(tmp_path: Path) -> None:
+@pytest.fixture(params=["qdrant", "postgres"])
+def target_backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "postgres":
+        request.getfixturevalue("pg_primary")
+    return str(request.param)
+
+
+def test_round_trip_keeps_results_without_embedding(tmp_path: Path, target_backend: str) -> None:
     embedder = CountingEmbedder()
     source = open_index("embedded", tmp_path / "a", embedder=embedder)
     source.add_documents(_docs())
     source.add_documents({"p": "maçãs"}, corpus="pt")
     embedded_before = len(embedder.passages)
-    qdrant = open_index("qdrant", tmp_path / "b", embedder=embedder)
+    qdrant = open_index(target_backend, tmp_path / "b", embedder=embedder)
     for name in source.corpora:
         qdrant.create_corpus(name, language=source.store(name).language)
         report = migrate_corpus(
@@ -67,10 +75,12 @@ def test_round_trip_keeps_results_without_embedding(tmp_path: Path) -> None:
         index.close()
 
 
-def test_an_interrupted_migration_resumes_where_it_stopped(tmp_path: Path) -> None:
+def test_an_interrupted_migration_resumes_where_it_stopped(
+    tmp_path: Path, target_backend: str
+) -> None:
     source = open_index("embedded", tmp_path / "a")
     source.add_documents(_docs())
-    target = open_index("qdrant", tmp_path / "b")
+    target = open_index(target_backend, tmp_path / "b")
     target.create_corpus("default")
     checkpoint = tmp_path / "checkpoint.jsonl"
     calls = []

@@ -41,7 +41,7 @@ import numpy.typing as npt
 
 from guaipeca.errors import ConfigError, ModelError
 from guaipeca.lexical import Analyzer
-from guaipeca.lexical.sparse import fieldnorm, term_index
+from guaipeca.lexical.sparse import BM25_B, BM25_K1, fieldnorm, term_index
 from guaipeca.store import ChunkRow
 from guaipeca.store.contract import DenseScan, PreparedDocument, valid_corpus_name
 from guaipeca.store.qdrant.connection import Connection
@@ -70,8 +70,6 @@ log = logging.getLogger("guaipeca")
 F32 = npt.NDArray[np.float32]
 T = TypeVar("T")
 
-K1: Final = 1.2
-B: Final = 0.75
 AVGDL_DRIFT: Final = 0.02  # relative change of the average chunk length that refreshes BM25
 FORMAT: Final = 1
 _BATCH = 256
@@ -251,11 +249,11 @@ class QdrantCorpus:
 
     # -- BM25 -----------------------------------------------------------------------------
     def _sparse(self, tokens: Sequence[str], avgdl: float) -> models.SparseVector:
-        norm = K1 * (1 - B + B * fieldnorm(len(tokens)) / avgdl)
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * fieldnorm(len(tokens)) / avgdl)
         weights: dict[int, float] = {}
         for term, tf in Counter(tokens).items():
             idx = term_index(term)
-            weights[idx] = weights.get(idx, 0.0) + tf * (K1 + 1) / (tf + norm)
+            weights[idx] = weights.get(idx, 0.0) + tf * (BM25_K1 + 1) / (tf + norm)
         ordered = sorted(weights)
         return _models().SparseVector(  # type: ignore[no-any-return]
             indices=ordered, values=[weights[i] for i in ordered]

@@ -1,0 +1,1 @@
+"""The PostgreSQL + pgvector backend: primary, streaming replica, postgres_fdw shards."""
