@@ -44,7 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import context_peers as cp
 from context_data import LongSet, Result, coverage, hit_at, load_long_set
-from context_doc import markdown_table, write_section
+from context_doc import markdown_table, write_readme_table, write_section
 from quality import CACHE, DATA, LANGUAGE, MemoEmbedder, machine, pct
 
 BUDGETS = (500, 1000, 2000, 4000)
@@ -421,7 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     print(result["table"])
     if not args.no_doc:
         write_section(args.doc, result)
-        log(f"wrote {args.out} and the section of {args.doc}")
+        write_readme_table(ROOT / "README.md", result)
+        log(f"wrote {args.out}, the section of {args.doc} and the README's table")
     else:
         log(f"wrote {args.out}")
     return 0

@@ -74,3 +74,40 @@ def write_section(path: Path, result: dict[str, Any]) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + new
     path.write_text(text, encoding="utf-8")
+
+
+README_MARK = "<!-- context-table -->"
+README_END = "<!-- /context-table -->"
+# The README's rows: the plain and budgeted Guaipeca searches and the peers, per model.
+_README_ROWS = ("guaipeca-keyword", "guaipeca-*-budget", "bm25s-*", "hybrid-*")
+
+
+def readme_table(result: dict[str, Any]) -> str:
+    """The README's short table: within B and hit@1 of the plain default search, the
+    budgeted searches and the peers."""
+    import fnmatch
+
+    budgets = result["budgets"]
+    head = ["system", "model", *(f"within {b:,}" for b in budgets), "hit@1"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in result["rows"]:
+        if "not_available" in row or not any(
+            fnmatch.fnmatch(row["row"], pattern) for pattern in _README_ROWS
+        ):
+            continue
+        cells = [row["system"], row["model"]]
+        cells += [_f(row["within"][str(b)]) if str(b) in row["within"] else "–" for b in budgets]
+        lines.append("| " + " | ".join([*cells, _f(row["hit@1"])]) + " |")
+    return "\n".join(lines)
+
+
+def write_readme_table(path: Path, result: dict[str, Any]) -> None:
+    """Replace the table between the README's context-table marks (kept when absent)."""
+    text = path.read_text(encoding="utf-8")
+    start = text.find(README_MARK)
+    if start < 0:
+        return
+    end = text.find(README_END, start)
+    stop = end + len(README_END) if end >= 0 else start + len(README_MARK)
+    new = f"{README_MARK}\n{readme_table(result)}\n{README_END}"
+    path.write_text(text[:start] + new + text[stop:], encoding="utf-8")

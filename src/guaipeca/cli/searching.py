@@ -39,9 +39,9 @@ BudgetOption = Annotated[
         min=1,
         max=MAX_BUDGET,
         help="Print the best evidence that fits in this many characters instead of "
-        "whole chunks: paragraphs and sentences, best first, neighbours merged, cut at "
-        "sentence ends (e.g. 2000 for a fact, 8000 to compare). --top-k then caps the "
-        "number of spans.",
+        "whole chunks: paragraphs and sentences, best first, neighbours merged, the last "
+        "cut around its best sentence (e.g. 2000 for a fact, 8000 to compare). --top-k "
+        "then caps the number of spans.",
     ),
 ]
 ModeOption = Annotated[

@@ -430,7 +430,7 @@ class Index:
         ``budget`` (characters) returns the best evidence that fits in it instead of whole
         chunks: the retrieved chunks' paragraphs (list items, tables, code blocks) scored
         one by one against the query, packed best first, neighbours merged into one span and
-        the last one cut at sentence ends. Each hit's text is exactly
+        the last one cut around its best sentence. Each hit's text is exactly
         ``document[start:end]``, its ``chunk_id`` the chunk it starts in, ``truncated`` set
         when a paragraph was cut; the texts together never exceed ``budget``. ``top_k``, when
         given, caps the number of spans.

@@ -3,13 +3,14 @@
 A chunk is the unit a search retrieves; an agent's context is spent in characters. This
 module scores the chunks' blocks (paragraphs, list items, tables, code blocks) one by one
 against the query, then packs them, best first, into the budget: adjacent blocks merge into
-one span, and the last block that does not fit is cut at sentence ends around its best
-sentence. Written by hand: packing is our edge, and no library cuts exact spans this way.
+one span, and the last block that does not fit is cut around its best sentence (whole
+sentences, then the words of the next one that fit). Written by hand: packing is our
+edge, and no library cuts exact spans this way.
 
 Guarantees (tests/search/test_evidence.py): the spans fit the budget together, lie inside
 the chunks they came from (so they are exact document ranges), never overlap, and a larger
 budget returns a superset of a smaller one's characters (the pieces follow one order that
-does not depend on the budget, and a cut block grows by whole sentences around one centre).
+does not depend on the budget, and a cut block grows around one centre in one order).
 """
 
 from __future__ import annotations
@@ -316,11 +317,13 @@ class _Selection:
         return Span(doc, run[0][0], run[-1][1], max(s for _, _, s, _ in run), passages, cut)
 
 
-def _grown(block: _Block, room: Callable[[int, int], bool]) -> tuple[int, int] | None:
+def _grown(
+    block: _Block, room: Callable[[int, int], bool], passage: Passage
+) -> tuple[int, int] | None:
     """The widest stretch of ``block``'s sentences around its best one that ``room``
-    accepts, grown one sentence at a time towards the better-scored neighbour (so a larger
-    room always contains a smaller room's stretch); a first sentence too long for the room
-    is cut at the last word break that fits."""
+    accepts, grown one sentence at a time towards the better-scored neighbour, then into
+    the next sentence that way as far as whole words fit (so the budget is spent, and a
+    larger room always contains a smaller room's stretch)."""
     sents, scores = block.sentences, block.sentence_scores
     if not sents:
         return None
@@ -335,13 +338,43 @@ def _grown(block: _Block, room: Callable[[int, int], bool]) -> tuple[int, int] |
             break
         if right is not None and (left is None or right >= left):
             if not room(sents[lo][0], sents[hi + 1][1]):
-                break
+                start, ends = sents[lo][0], _word_ends(passage, sents[hi + 1])
+                return start, _last(ends, functools.partial(room, start), sents[hi][1])
             hi += 1
         else:
             if not room(sents[lo - 1][0], sents[hi][1]):
-                break
+                end, starts = sents[hi][1], _word_starts(passage, sents[lo - 1])[::-1]
+                # Nearest word first: each start further back costs more.
+                return _last(starts, lambda b, e=end: room(b, e), sents[lo][0]), end
             lo -= 1
     return sents[lo][0], sents[hi][1]
+
+
+def _word_ends(passage: Passage, sentence: tuple[int, int]) -> list[int]:
+    """Where each word of ``sentence`` ends (document offsets), in order."""
+    lo, hi = sentence
+    text = passage.text[lo - passage.start : hi - passage.start]
+    return [lo + m.end() for m in re.finditer(r"\S+", text)]
+
+
+def _word_starts(passage: Passage, sentence: tuple[int, int]) -> list[int]:
+    """Where each word of ``sentence`` starts (document offsets), in order."""
+    lo, hi = sentence
+    text = passage.text[lo - passage.start : hi - passage.start]
+    return [lo + m.start() for m in re.finditer(r"\S+", text)]
+
+
+def _last(candidates: list[int], fits: Callable[[int], bool], default: int) -> int:
+    """The last of ``candidates`` that ``fits`` (which holds for a prefix of them: each
+    costs more than the one before), else ``default``; by bisection."""
+    lo, hi = 0, len(candidates)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(candidates[mid]):
+            lo = mid + 1
+        else:
+            hi = mid
+    return candidates[lo - 1] if lo else default
 
 
 def pack(
@@ -370,7 +403,7 @@ def pack(
             chosen.add(doc, block.start, block.end, block.score, block.passage)
             left -= need
             continue
-        window = _grown(block, functools.partial(chosen.fits, doc, left))
+        window = _grown(block, functools.partial(chosen.fits, doc, left), passages[block.passage])
         if window is None:
             window = _first_words(passages[block.passage], block, left, chosen)
         if window is not None:

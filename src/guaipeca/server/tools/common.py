@@ -214,8 +214,9 @@ they then return the best paragraphs and sentences that fit in it, not whole chu
 
 BUDGET_DOC = (
     "Return the best evidence that fits in this many characters instead of whole chunks: "
-    "the matching paragraphs and sentences, best first, neighbours merged, cut at sentence "
-    "ends, each an exact span (start/end) with its heading_trail and pages. Ask for 1000-2000 "
+    "the matching paragraphs and sentences, best first, neighbours merged, the last cut "
+    "around its best sentence (truncated: true), each an exact span (start/end) with its "
+    "heading_trail and pages. Ask for 1000-2000 "
     "for a fact (a date, a number, a definition), 4000-8000 to compare or summarise; widen a "
     "hit with read_neighbors (its chunk_id) or get_document from its end. With a budget, "
     "top_k caps the number of spans and return_mode must be chunks."
