@@ -345,9 +345,14 @@ def _grown(
             if not room(sents[lo - 1][0], sents[hi][1]):
                 end, starts = sents[hi][1], _word_starts(passage, sents[lo - 1])[::-1]
                 # Nearest word first: each start further back costs more.
-                return _last(starts, lambda b, e=end: room(b, e), sents[lo][0]), end
+                return _last(starts, _ending_at(room, end), sents[lo][0]), end
             lo -= 1
     return sents[lo][0], sents[hi][1]
+
+
+def _ending_at(room: Callable[[int, int], bool], end: int) -> Callable[[int], bool]:
+    """``room`` for stretches that end at ``end``, by their start."""
+    return lambda start: room(start, end)
 
 
 def _word_ends(passage: Passage, sentence: tuple[int, int]) -> list[int]:
