@@ -46,6 +46,9 @@ MODELS: dict[str, dict[str, Any]] = {
     # issue 39: bge-small-en-v1.5 int8 from the extra [english], cut at 512 and 256 word pieces
     "bge-small": {"provider": "bge-small"},
     "bge-small-256": {"provider": "bge-small", "max_tokens": 256},
+    # the static model distilled from bge-small, before it ships (a candidate to replace the
+    # bundled static model): scripts/distill_static.py --teacher bge-small --out /tmp/static-bge
+    "static-bge": {"provider": "static", "model": "/tmp/static-bge"},
 }
 # the bench memo files holding each model's vectors (bench/quality.py names them so)
 BENCH_MEMO = {
@@ -138,11 +141,14 @@ def run_one(model: str, dataset: str, url: str | None, log: Any,
 
 
 def table(results: dict[str, Any]) -> str:
-    lines = ["| set | model | keyword | dense | hybrid | hybrid − max | target |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| set | model | keyword | dense | hybrid | hybrid − max | chunks/s | hybrid p50 ms "
+             "| target |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results["rows"]:
+        speed = r.get("chunks_per_second")
+        p50 = r.get("query_p50_ms", {}).get("hybrid")
         lines.append(f"| {r['set']} | {r['model']} | {r['keyword']:.4f} | {r['dense']:.4f} | "
-                     f"{r['hybrid']:.4f} | {r['gain']:+.4f} | {target(r)} |")
+                     f"{r['hybrid']:.4f} | {r['gain']:+.4f} | {speed or '–'} | {p50 or '–'} "
+                     f"| {target(r)} |")
     return "\n".join(lines)
 
 
@@ -155,7 +161,10 @@ def target(r: dict[str, Any]) -> str:
     if r["model"] == "bundled" and r["set"] in ("scifact", "nfcorpus"):
         floor = {"scifact": 0.74, "nfcorpus": 0.36}[r["set"]]
         notes.append(f"≥ {floor}: {'met' if r['hybrid'] >= floor else 'NOT met'}")
-    if r["model"] == "static" and r["set"] in ("scifact", "nfcorpus"):
+    if r["model"].startswith("bge-small") and r["set"] in ("scifact", "nfcorpus"):
+        floor = {"scifact": 0.75, "nfcorpus": 0.365}[r["set"]]  # issue 39
+        notes.append(f"≥ {floor}: {'met' if r['hybrid'] >= floor else 'NOT met'}")
+    if r["model"].startswith("static") and r["set"] in ("scifact", "nfcorpus"):
         ok = r["hybrid"] >= r["keyword"] + 0.005
         notes.append(f"≥ keyword + 0.005: {'met' if ok else 'NOT met'}")
     return "; ".join(notes)
