@@ -92,7 +92,7 @@ def main() -> int:
             "query_wall_ms": round(1000 * q_wall / len(queries), 2),
         }
     base = result["models"]["bundled"]["passages_per_cpu_second"]
-    for name, row in result["models"].items():
+    for row in result["models"].values():
         row["cpu_cost_vs_bundled"] = round(base / row["passages_per_cpu_second"], 2)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result["models"], indent=1))
