@@ -49,6 +49,8 @@ MODELS: dict[str, dict[str, Any]] = {
     # the static model distilled from bge-small, before it ships (a candidate to replace the
     # bundled static model): scripts/distill_static.py --teacher bge-small --out /tmp/static-bge
     "static-bge": {"provider": "static", "model": "/tmp/static-bge"},
+    # the same with --cls: token vectors from the [CLS] state, as bge pools
+    "static-bge-cls": {"provider": "static", "model": "/tmp/static-bge-cls"},
 }
 # the bench memo files holding each model's vectors (bench/quality.py names them so)
 BENCH_MEMO = {

@@ -75,8 +75,11 @@ def teacher_file(teacher: str, tokenizer: object) -> tuple[str, int]:
     return str(bge_folder() / "model.onnx"), 1
 
 
-def token_vectors(threads: int | None, teacher: str) -> tuple[np.ndarray, list[str], str]:
-    """``float32[vocab, 384]``: each token's mean output state in ``[SEP] token [CLS]``."""
+def token_vectors(
+    threads: int | None, teacher: str, cls: bool = False
+) -> tuple[np.ndarray, list[str], str]:
+    """``float32[vocab, 384]``: each token's mean output state in ``[SEP] token [CLS]``, or
+    with ``cls`` the ``[CLS]`` state of ``[CLS] token [SEP]`` (how BGE pools a text)."""
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
@@ -99,14 +102,16 @@ def token_vectors(threads: int | None, teacher: str) -> tuple[np.ndarray, list[s
     started = time.perf_counter()
     for start in range(0, vocab, batch_size):
         ids = np.arange(start, min(start + batch_size, vocab), dtype=np.int64)
-        batch = np.stack([np.full_like(ids, sep_id), ids, np.full_like(ids, cls_id)], axis=1)
+        first, last = (cls_id, sep_id) if cls else (sep_id, cls_id)
+        batch = np.stack([np.full_like(ids, first), ids, np.full_like(ids, last)], axis=1)
         feeds = {
             "input_ids": batch,
             "attention_mask": np.ones_like(batch),
             "token_type_ids": np.zeros_like(batch),
         }
         (hidden,) = session.run(["last_hidden_state"], feeds)
-        out[start : start + len(ids)] = np.asarray(hidden, dtype=np.float32).mean(axis=1)
+        states = np.asarray(hidden, dtype=np.float32)
+        out[start : start + len(ids)] = states[:, 0] if cls else states.mean(axis=1)
         if (start // batch_size) % (5120 // batch_size) == 5120 // batch_size - 1 or (
             start + len(ids) == vocab
         ):
@@ -150,6 +155,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="ONNX Runtime threads")
     ap.add_argument("--teacher", choices=["minilm", "bge-small"], default="minilm",
                     help="the model distilled (bge-small: extra [english])")
+    ap.add_argument("--cls", action="store_true",
+                    help="token vectors from the [CLS] state of [CLS] token [SEP]")
     args = ap.parse_args()
     if not 0 < args.sif < 1:
         ap.error("--sif must be between 0 and 1")
@@ -158,7 +165,7 @@ def main() -> None:
     from guaipeca.embed.safetensors import write_safetensors
     from guaipeca.embed.static import STATIC_FUSION_WEIGHT
 
-    vectors, tokens, tokenizer_file = token_vectors(args.threads, args.teacher)
+    vectors, tokens, tokenizer_file = token_vectors(args.threads, args.teacher, args.cls)
     used = np.array([not UNUSED.fullmatch(t) for t in tokens])
     table, kept = pca(vectors, args.dims, np.flatnonzero(used))
     table *= sif_weights(len(table), args.sif)[:, None]
@@ -184,6 +191,7 @@ def main() -> None:
         "apply_pca": args.dims,
         "pca_variance_kept": round(kept, 4),
         "sif_coefficient": args.sif,
+        "token_vectors": "[CLS] state" if args.cls else "mean of [SEP] token [CLS]",
         "hidden_dim": args.dims,
         "embedding_dtype": args.dtype,
         "seq_length": 1000000,
