@@ -60,7 +60,8 @@ def test_spans_fit_resolve_do_not_overlap_and_grow_with_the_budget(
 ) -> None:
     passages = _passages(docs, per_chunk)
     weights = _weights(query)
-    previous: set[tuple[str, int]] | None = None
+    kept: set[tuple[str, int]] = set()  # whole spans of a smaller budget
+    touched: list[set[tuple[str, int]]] = []  # cut spans of a smaller budget
     for budget in sorted(budgets):
         spans = pack(passages, budget, _tokenize, lambda _: weights)
         assert sum(s.end - s.start for s in spans) <= budget
@@ -69,12 +70,21 @@ def test_spans_fit_resolve_do_not_overlap_and_grow_with_the_budget(
             text = docs[int(s.doc[3:])]
             assert 0 <= s.start < s.end <= len(text)
             assert text[s.start : s.end] == text[s.start : s.end].strip()  # trimmed
+            if s.cut and text[s.end - 1] != ".":  # else inside one sentence too long to fit
+                used = sum(t.end - t.start for t in spans)
+                begin = max(text.rfind(". ", 0, s.end) + 2, text.rfind("\n", 0, s.end) + 1)
+                whole = text[begin : text.find(".", s.end) + 1]
+                assert len(whole) > budget - (used - (s.end - begin)), "cut mid-sentence"
+                # ... and alone: no whole sentence of its paragraph before it in the span.
+                assert begin == s.start or text[s.start : begin].endswith("\n\n")
             covered = {(s.doc, k) for k in range(s.start, s.end)}
             assert not covered & chars, "spans overlap"
             chars |= covered
-        if previous is not None:
-            assert previous <= chars, "a larger budget dropped characters a smaller one returned"
-        previous = chars
+        assert kept <= chars, "a larger budget dropped a whole block a smaller one returned"
+        assert all(cut & chars for cut in touched), "a larger budget lost a cut block"
+        for s in spans:
+            covered = {(s.doc, k) for k in range(s.start, s.end)}
+            (touched.append(covered) if s.cut else kept.update(covered))
 
 
 def test_best_paragraph_first_and_whole_when_it_fits() -> None:
@@ -102,10 +112,11 @@ def test_a_paragraph_larger_than_the_budget_is_cut_around_its_best_sentence() ->
     spans = pack(passages, 120, _tokenize, lambda _: _weights("income tax rate"))
     assert len(spans) == 1 and spans[0].cut
     got = text[spans[0].start : spans[0].end]
-    # Its best sentence whole, the sentences after it, then the next one's words that fit.
-    assert got.startswith("Tax law sets the income tax rate for the year. Courts hear appeals.")
-    assert 120 - len(" income") < len(got) <= 120
-    assert text[spans[0].end] == " "  # cut at a word break
+    # The longest run of whole sentences around the best one that fits in 120 characters.
+    assert got == (
+        "Rivers run. Tax law sets the income tax rate for the year. Courts hear appeals. "
+        "Rivers run."
+    )
 
 
 def test_one_line_longer_than_the_budget_is_cut_at_a_word_break() -> None:

@@ -3,14 +3,15 @@
 A chunk is the unit a search retrieves; an agent's context is spent in characters. This
 module scores the chunks' blocks (paragraphs, list items, tables, code blocks) one by one
 against the query, then packs them, best first, into the budget: adjacent blocks merge into
-one span, and the last block that does not fit is cut around its best sentence (whole
-sentences, then the words of the next one that fit). Written by hand: packing is our
-edge, and no library cuts exact spans this way.
+one span, and the last block that does not fit is cut to the longest run of its whole
+sentences around its best one (every cut at a sentence end; only a single sentence longer
+than the budget is cut at a word break). Written by hand: packing is our edge, and no
+library cuts exact spans this way.
 
 Guarantees (tests/search/test_evidence.py): the spans fit the budget together, lie inside
 the chunks they came from (so they are exact document ranges), never overlap, and a larger
-budget returns a superset of a smaller one's characters (the pieces follow one order that
-does not depend on the budget, and a cut block grows around one centre in one order).
+budget keeps every whole block a smaller one returned, and the best sentence of the block
+it cut (the blocks follow one order that does not depend on the budget).
 """
 
 from __future__ import annotations
@@ -317,69 +318,27 @@ class _Selection:
         return Span(doc, run[0][0], run[-1][1], max(s for _, _, s, _ in run), passages, cut)
 
 
-def _grown(
-    block: _Block, room: Callable[[int, int], bool], passage: Passage
-) -> tuple[int, int] | None:
-    """The widest stretch of ``block``'s sentences around its best one that ``room``
-    accepts, grown one sentence at a time towards the better-scored neighbour, then into
-    the next sentence that way as far as whole words fit (so the budget is spent, and a
-    larger room always contains a smaller room's stretch)."""
+def _grown(block: _Block, room: Callable[[int, int], bool]) -> tuple[int, int] | None:
+    """The longest run of ``block``'s whole sentences around its best one that ``room``
+    accepts (the most of the budget spent, every cut at a sentence end); among runs of
+    equal length, the one whose sentences score best."""
     sents, scores = block.sentences, block.sentence_scores
     if not sents:
         return None
     best = max(range(len(sents)), key=lambda k: (scores[k], -k))
-    lo = hi = best
     if not room(*sents[best]):
         return None
-    while True:
-        left = scores[lo - 1] if lo > 0 else None
-        right = scores[hi + 1] if hi + 1 < len(sents) else None
-        if left is None and right is None:
+    chosen, key = (best, best), (0, 0.0)
+    for lo in range(best, -1, -1):
+        if not room(sents[lo][0], sents[best][1]):
             break
-        if right is not None and (left is None or right >= left):
-            if not room(sents[lo][0], sents[hi + 1][1]):
-                start, ends = sents[lo][0], _word_ends(passage, sents[hi + 1])
-                return start, _last(ends, functools.partial(room, start), sents[hi][1])
-            hi += 1
-        else:
-            if not room(sents[lo - 1][0], sents[hi][1]):
-                end, starts = sents[hi][1], _word_starts(passage, sents[lo - 1])[::-1]
-                # Nearest word first: each start further back costs more.
-                return _last(starts, _ending_at(room, end), sents[lo][0]), end
-            lo -= 1
-    return sents[lo][0], sents[hi][1]
-
-
-def _ending_at(room: Callable[[int, int], bool], end: int) -> Callable[[int], bool]:
-    """``room`` for stretches that end at ``end``, by their start."""
-    return lambda start: room(start, end)
-
-
-def _word_ends(passage: Passage, sentence: tuple[int, int]) -> list[int]:
-    """Where each word of ``sentence`` ends (document offsets), in order."""
-    lo, hi = sentence
-    text = passage.text[lo - passage.start : hi - passage.start]
-    return [lo + m.end() for m in re.finditer(r"\S+", text)]
-
-
-def _word_starts(passage: Passage, sentence: tuple[int, int]) -> list[int]:
-    """Where each word of ``sentence`` starts (document offsets), in order."""
-    lo, hi = sentence
-    text = passage.text[lo - passage.start : hi - passage.start]
-    return [lo + m.start() for m in re.finditer(r"\S+", text)]
-
-
-def _last(candidates: list[int], fits: Callable[[int], bool], default: int) -> int:
-    """The last of ``candidates`` that ``fits`` (which holds for a prefix of them: each
-    costs more than the one before), else ``default``; by bisection."""
-    lo, hi = 0, len(candidates)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits(candidates[mid]):
-            lo = mid + 1
-        else:
-            hi = mid
-    return candidates[lo - 1] if lo else default
+        for hi in range(best, len(sents)):
+            if not room(sents[lo][0], sents[hi][1]):
+                break
+            candidate = (sents[hi][1] - sents[lo][0], sum(scores[lo : hi + 1]))
+            if candidate > key:
+                chosen, key = (lo, hi), candidate
+    return sents[chosen[0]][0], sents[chosen[1]][1]
 
 
 def pack(
@@ -408,7 +367,7 @@ def pack(
             chosen.add(doc, block.start, block.end, block.score, block.passage)
             left -= need
             continue
-        window = _grown(block, functools.partial(chosen.fits, doc, left), passages[block.passage])
+        window = _grown(block, functools.partial(chosen.fits, doc, left))
         if window is None:
             window = _first_words(passages[block.passage], block, left, chosen)
         if window is not None:
