@@ -10,7 +10,7 @@ from typing import Any, assert_type
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
@@ -290,6 +290,8 @@ _ENVS = st.dictionaries(st.sampled_from(sorted(ENV_OVERRIDES)), _INTERESTING | s
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=_CONFIGS, env=_ENVS)
+@example(data={"corpora": [{"name": None, "extensions": [[]]}]}, env={})  # a list as a type
+@example(data={"upload": {"allowed_extensions": [{"a": 1}, ".doc"]}}, env={})
 def test_any_mapping_loads_or_raises_a_one_line_config_error(
     tmp_path_factory: pytest.TempPathFactory, data: dict[str, Any], env: dict[str, str]
 ) -> None:

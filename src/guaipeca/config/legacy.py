@@ -260,7 +260,8 @@ def _readable_types(out: Translated, where: str, holder: dict[str, Any], key: st
     values = holder.get(key)
     if not isinstance(values, list):
         return
-    norm = [v if not isinstance(v, str) else "." + v.strip().lower().lstrip(".") for v in values]
+    # Only strings are types; anything else is left for validation to name.
+    norm = [("." + v.strip().lower().lstrip(".")) if isinstance(v, str) else None for v in values]
     dropped = [v for v in norm if v in ORIGINAL_ONLY_EXTENSIONS]
     if not dropped:
         return
