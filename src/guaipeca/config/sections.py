@@ -318,6 +318,11 @@ class PostgresSettings(FrozenModel):
         default_factory=list,
         description="shard DSNs for a new corpus's chunks (postgres_fdw); empty: on the primary",
     )
+    partial_results: bool = Field(
+        False,
+        description="a search of a sharded corpus with a shard down answers from the other "
+        "shards and names the missing one (false: it fails, naming it); writes always fail",
+    )
     timeout: float = Field(30.0, gt=0, description="seconds per statement")
 
     _dsn = field_validator("dsn", "read_dsn")(non_empty_secret)
