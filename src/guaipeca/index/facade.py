@@ -41,7 +41,7 @@ from guaipeca.index.write import (
     check_metadata,
 )
 from guaipeca.search.rerank_http import HttpReranker
-from guaipeca.store import ChunkRow, normalise_where, validate_where
+from guaipeca.store import ChunkRow, normalise_where, partial, validate_where
 from guaipeca.store.contract import Backend, CorpusStore, valid_corpus_name
 from guaipeca.store.embedded.corpus import Corpus
 from guaipeca.store.embedded.reembed import ReembedReport, reembed_corpus
@@ -52,6 +52,7 @@ from guaipeca.types import (
     DocumentInfo,
     DocumentPart,
     Hit,
+    Hits,
     IndexStats,
     NewDocument,
     ReturnMode,
@@ -402,7 +403,7 @@ class Index:
         cancel: threading.Event | None = None,
         explain: bool = False,
         budget: int | None = None,
-    ) -> list[Hit]:
+    ) -> Hits:
         """Search the corpora; returns up to ``top_k`` hits, best first.
 
         A hybrid search fuses each corpus's dense and keyword lists by ``fusion`` (default
@@ -438,6 +439,10 @@ class Index:
         ``cancel``, once set (a caller's deadline passed), stops the search at its next
         checkpoint with :class:`StoppedError`.
 
+        The hits are a :class:`~guaipeca.types.Hits` list: when a sharded corpus lost a
+        shard and partial results were asked for (``storage.postgres.partial_results``),
+        they come from the other shards and ``missing_shards`` names the lost ones.
+
         Raises:
             InvalidArgumentError: empty or oversized query, bad ``top_k`` or mode.
             InvalidFilterError: a malformed ``where``.
@@ -456,8 +461,11 @@ class Index:
             explain=explain,
         )  # fmt: skip
         names = self.corpora if corpora is None else list(corpora)  # []: none
-        found, failed = self._run(p, names, checkpoint(cancel), budget, spans)
-        return [dataclasses.replace(h, rerank_error=failed) for h in found] if failed else found
+        with partial.collecting() as missing:
+            found, failed = self._run(p, names, checkpoint(cancel), budget, spans)
+        if failed:
+            found = [dataclasses.replace(h, rerank_error=failed) for h in found]
+        return Hits(found, missing_shards=missing)
 
     def _run(
         self,
