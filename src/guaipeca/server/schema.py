@@ -152,6 +152,11 @@ class SearchOut(BaseModel):
     hits: list[HitOut]
     #: The character budget the hits were packed into (None: whole chunks).
     budget: int | None = None
+    missing_shards: list[str] = Field(
+        default_factory=list,
+        description="shards of a sharded corpus that did not answer: the hits come from the "
+        "other shards only (storage.postgres.partial_results); empty: the answer is complete",
+    )
 
 
 class ChunksOut(BaseModel):
