@@ -404,7 +404,8 @@ class Index:
         explain: bool = False,
         budget: int | None = None,
     ) -> Hits:
-        """Search the corpora; returns up to ``top_k`` hits, best first.
+        """Search the corpora; returns up to ``top_k`` hits, best first (a
+        :class:`~guaipeca.types.Hits`: ``missing_shards`` names the shards a partial search lost).
 
         A hybrid search fuses each corpus's dense and keyword lists by ``fusion`` (default
         ``search.fusion``: ``auto``; index/ranking.py) with ``dense_weight`` and
@@ -439,10 +440,6 @@ class Index:
         ``cancel``, once set (a caller's deadline passed), stops the search at its next
         checkpoint with :class:`StoppedError`.
 
-        The hits are a :class:`~guaipeca.types.Hits` list: when a sharded corpus lost a
-        shard and partial results were asked for (``storage.postgres.partial_results``),
-        they come from the other shards and ``missing_shards`` names the lost ones.
-
         Raises:
             InvalidArgumentError: empty or oversized query, bad ``top_k`` or mode.
             InvalidFilterError: a malformed ``where``.
@@ -461,11 +458,7 @@ class Index:
             explain=explain,
         )  # fmt: skip
         names = self.corpora if corpora is None else list(corpora)  # []: none
-        with partial.collecting() as missing:
-            found, failed = self._run(p, names, checkpoint(cancel), budget, spans)
-        if failed:
-            found = [dataclasses.replace(h, rerank_error=failed) for h in found]
-        return Hits(found, missing_shards=missing)
+        return self._run(p, names, checkpoint(cancel), budget, spans)
 
     def _run(
         self,
@@ -474,27 +467,31 @@ class Index:
         check: Callable[[], None],
         budget: int | None,
         spans: int | None,
-    ) -> tuple[list[Hit], str | None]:
-        """A planned search's phases over the corpora ``names``: its hits, and why an HTTP
-        reranker failed (None: it did not)."""
-        stores = [self._corpora.get(n) for n in names]
-        check()
-        qvecs = self._models.query_vectors(p.query, stores) if p.mode != "keyword" else {}
-        weights, models = self._corpora.weights, self._models
-        explained: pipeline.Explained | None = {} if p.explain else None
-        scored = pipeline.retrieve(p, stores, qvecs, weights, models, check, explained)
-        check()
-        scored, failed = pipeline.rerank(
-            p, scored, self._corpora.stores, weights, self.settings, self._http_reranker
-        )
-        check()
-        if budget is not None:
-            found = self._budgeted(p, scored, budget, check)[:spans]
-        else:
-            found = pipeline.shape(p, scored, self._corpora.stores, self.settings.search, check)
+    ) -> Hits:
+        """A planned search's phases over the corpora ``names``: its hits (each with
+        ``rerank_error`` when an HTTP reranker failed) and the shards they miss."""
+        with partial.collecting() as missing:  # the shards a partial search leaves out
+            stores = [self._corpora.get(n) for n in names]
+            check()
+            qvecs = self._models.query_vectors(p.query, stores) if p.mode != "keyword" else {}
+            weights, models = self._corpora.weights, self._models
+            explained: pipeline.Explained | None = {} if p.explain else None
+            scored = pipeline.retrieve(p, stores, qvecs, weights, models, check, explained)
+            check()
+            scored, failed = pipeline.rerank(
+                p, scored, self._corpora.stores, weights, self.settings, self._http_reranker
+            )
+            check()
+            if budget is not None:
+                found = self._budgeted(p, scored, budget, check)[:spans]
+            else:
+                settings = self.settings.search
+                found = pipeline.shape(p, scored, self._corpora.stores, settings, check)
         if explained is not None:
             found = pipeline.explained_hits(found, explained)
-        return found, failed
+        if failed:
+            found = [dataclasses.replace(h, rerank_error=failed) for h in found]
+        return Hits(found, missing_shards=missing)
 
     def _budgeted(
         self, p: pipeline.SearchPlan, scored: list[Scored], budget: int, check: Callable[[], None]
