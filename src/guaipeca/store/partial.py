@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["collecting", "listening", "report_missing"]
+__all__ = ["collecting", "listening", "report_missing", "reported"]
 
 _missing: ContextVar[list[str] | None] = ContextVar("guaipeca_missing_parts", default=None)
 
@@ -35,6 +35,11 @@ def collecting() -> Iterator[list[str]]:
 def listening() -> bool:
     """Whether a search is collecting here (a store may then answer in part)."""
     return _missing.get() is not None
+
+
+def reported() -> tuple[str, ...]:
+    """The parts reported missing so far in the listening search (none if none listens)."""
+    return tuple(_missing.get() or ())
 
 
 def report_missing(part: str) -> None:

@@ -7,6 +7,7 @@ shards, started once per session (tests/store/conftest.py)."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,9 @@ def test_partial_results_come_from_the_live_shard_and_name_the_lost_one(
     pg_shards: list[PgServer],
     down: list[PgServer],
     lost: int,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="guaipeca")
     index = _open(tmp_path, pg_shards, partial=True)
     index.add_documents(_docs())
     strict = _open(tmp_path, pg_shards, partial=False)  # the same corpus, not asking
@@ -102,8 +105,11 @@ def test_partial_results_come_from_the_live_shard_and_name_the_lost_one(
     name = f"shard {lost + 1} of 2"
     for where in FILTERS:
         for mode in ("dense", "keyword", "hybrid"):
+            caplog.clear()
             hits = index.search(QUERY, mode=mode, top_k=10, where=where)
             assert hits.partial, (mode, where)
+            tries = [r for r in caplog.records if "answering from the other" in r.getMessage()]
+            assert len(tries) == 1  # the search's later reads leave the shard out at once
             assert len(hits.missing_shards) == 1
             missing = hits.missing_shards[0]
             assert missing.startswith(name) and f":{pg_shards[lost].port}/" in missing

@@ -6,7 +6,8 @@ a search is listening (:func:`guaipeca.store.partial.listening`), the read runs 
 that shard's partitions left out: every ``chunks`` and ``postings`` of the statements it
 sends names the live shards' foreign tables instead of the partitioned table (so PostgreSQL
 never opens a connection to the lost shard), and the search is told each shard it misses
-(:func:`guaipeca.store.partial.report_missing`). Keyword scores then use the whole corpus's
+(:func:`guaipeca.store.partial.report_missing`). The search's later reads leave that shard
+out at once. Keyword scores then use the whole corpus's
 totals (kept on the primary) with the live shards' document frequencies.
 
 Writes never come here: they fail naming the shard (:func:`~.shards.shard_error`).
@@ -20,8 +21,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from guaipeca.errors import ShardUnavailableError
-from guaipeca.store.partial import listening, report_missing
+from guaipeca.store.partial import listening, report_missing, reported
 from guaipeca.store.postgres.connection import Conn, Connection
+from guaipeca.store.postgres.shards import shard_label
 
 __all__ = ["LiveShards", "read_live", "without_shards"]
 
@@ -67,13 +69,15 @@ def read_live(backend: Connection, schema: str, work: Callable[[Conn], T]) -> T:
             for, no search is listening, or no shard answers.
     """
     n = len(backend.shards)
-    missing: list[int] = []
-    attempt = work
+    partial = backend.partial_results and listening()
+    # Shards this search already found down are left out at once (no new wait for them).
+    lost = set(reported()) if partial else set()
+    missing = [i for i in range(n) if shard_label(backend, i) in lost]
+    attempt = _without(work, schema, n, tuple(missing)) if missing else work
     while True:
         try:
             return backend.run(attempt, read=True)
         except ShardUnavailableError as exc:
-            partial = backend.partial_results and listening()
             if not partial or exc.shard is None or exc.shard in missing or len(missing) + 1 >= n:
                 raise
             missing.append(exc.shard)
