@@ -23,13 +23,17 @@ _missing: ContextVar[list[str] | None] = ContextVar("guaipeca_missing_parts", de
 @contextmanager
 def collecting() -> Iterator[list[str]]:
     """Collect the parts the stores leave out until the block ends (each named once, in the
-    order they were first reported)."""
+    order they were first reported). Nested, the outer block is told them too (a tool that
+    runs several searches, or reads around one)."""
+    outer = _missing.get()
     found: list[str] = []
     token = _missing.set(found)
     try:
         yield found
     finally:
         _missing.reset(token)
+        if outer is not None:
+            outer.extend(part for part in found if part not in outer)
 
 
 def listening() -> bool:

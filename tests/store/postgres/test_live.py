@@ -46,3 +46,9 @@ def test_missing_parts_are_told_only_to_a_listening_search_in_its_own_thread() -
         assert partial.reported() == ("shard 2 of 2",)
     assert missing == ["shard 2 of 2"] and elsewhere == [False]
     assert not partial.listening()
+    with partial.collecting() as outer:  # a tool around a search is told what it missed
+        partial.report_missing("shard 1 of 2")
+        with partial.collecting() as inner:
+            partial.report_missing("shard 1 of 2")
+            partial.report_missing("shard 2 of 2")
+    assert inner == ["shard 1 of 2", "shard 2 of 2"] and outer == inner

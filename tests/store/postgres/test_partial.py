@@ -213,7 +213,7 @@ def anyio_backend() -> str:
 
 
 @pytest.mark.anyio
-async def test_the_mcp_search_tool_names_the_shards_its_hits_miss(
+async def test_the_mcp_search_tools_name_the_shards_their_hits_miss(
     tmp_path: Path, pg_primary: PgServer, pg_shards: list[PgServer], down: list[PgServer]
 ) -> None:
     (tmp_path / "notes").mkdir()
@@ -232,7 +232,11 @@ async def test_the_mcp_search_tool_names_the_shards_its_hits_miss(
         pg_shards[1].stop("fast")
         down.append(pg_shards[1])
         out = tool_data(await client.call_tool("search", args))
-    assert len(out["missing_shards"]) == 1
-    assert out["missing_shards"][0].startswith("shard 2 of 2 (PostgreSQL at 127.0.0.1:")
-    assert out["hits"] and {h["chunk_id"] for h in out["hits"]} <= live
+        agent = tool_data(await client.call_tool("keyword_search", {"query": "apple report"}))
+        seed = {"chunk_ids": [sorted(live)[0]], "query": "pear notes"}
+        related = tool_data(await client.call_tool("find_related", seed))
+    for result in (out, agent, related):  # the agentic tools say it too
+        assert len(result["missing_shards"]) == 1
+        assert result["missing_shards"][0].startswith("shard 2 of 2 (PostgreSQL at 127.0.0.1:")
+        assert result["hits"] and {h["chunk_id"] for h in result["hits"]} <= live
     index.close()
