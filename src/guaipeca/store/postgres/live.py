@@ -7,8 +7,8 @@ that shard's partitions left out: every ``chunks`` and ``postings`` of the state
 sends names the live shards' foreign tables instead of the partitioned table (so PostgreSQL
 never opens a connection to the lost shard), and the search is told each shard it misses
 (:func:`guaipeca.store.partial.report_missing`). The search's later reads leave that shard
-out at once. Keyword scores then use the whole corpus's
-totals (kept on the primary) with the live shards' document frequencies.
+out at once. Keyword scores then use the whole corpus's totals (kept on the primary) with
+the live shards' document frequencies.
 
 Writes never come here: they fail naming the shard (:func:`~.shards.shard_error`).
 """
