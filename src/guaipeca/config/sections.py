@@ -320,8 +320,8 @@ class PostgresSettings(FrozenModel):
     )
     partial_results: bool = Field(
         False,
-        description="a search of a sharded corpus with a shard down answers from the other "
-        "shards and names the missing one (false: it fails, naming it); writes always fail",
+        description="with a shard down, searches answer from the others, naming it (false: "
+        "an error)",
     )
     timeout: float = Field(30.0, gt=0, description="seconds per statement")
 
