@@ -24,7 +24,7 @@ from guaipeca.enrich import Enrichment, enrich_text
 from guaipeca.errors import InvalidArgumentError, NotFoundError
 from guaipeca.search.fusion import weighted_rrf
 from guaipeca.text.normalize import normalize_term
-from guaipeca.types import Chunk, Hit, ScoreParts, SearchMode
+from guaipeca.types import Chunk, Hit, Hits, ScoreParts, SearchMode
 
 if TYPE_CHECKING:
     from guaipeca.index import Index
@@ -149,7 +149,7 @@ def mode_search(
     rerank: bool | None = None,
     cancel: threading.Event | None = None,
     budget: int | None = None,
-) -> list[Hit]:
+) -> Hits:
     """One search mode with the agentic depth arguments (``top_k_before`` candidates,
     ``top_k_after`` results): what keyword_search, semantic_search and
     keyword_and_semantic_search each run with their mode. ``cancel``, once set, stops the

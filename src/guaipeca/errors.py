@@ -75,7 +75,18 @@ class BackendUnavailableError(GuaipecaError):
 
 class ShardUnavailableError(BackendUnavailableError):
     """One shard of a sharded corpus cannot be reached; the message names it. Nothing is
-    answered from the other shards unless partial results were asked for."""
+    answered from the other shards unless partial results were asked for
+    (``storage.postgres.partial_results``, searches only; the hits then name the shards they
+    miss).
+
+    ``shard`` is the shard's number from 0 (in ``storage.postgres.shards`` order) and
+    ``label`` how messages name it, ``shard 2 of 2 (PostgreSQL at host:5432/db)``.
+    """
+
+    def __init__(self, message: str, *, shard: int | None = None, label: str = "") -> None:
+        super().__init__(message)
+        self.shard = shard
+        self.label = label
 
 
 class AuthError(GuaipecaError):

@@ -5,6 +5,7 @@ Leaf module: imports nothing else from the package.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NamedTuple
 
@@ -206,6 +207,28 @@ class Hit(Chunk):
         if self.explanation is not None:
             out["explanation"] = self.explanation.to_dict()
         return out
+
+
+class Hits(list[Hit]):
+    """A search's hits, best first (a plain list of :class:`Hit` otherwise), and what the
+    search could not see.
+
+    ``missing_shards`` names each shard of a sharded corpus that did not answer when partial
+    results were asked for (``storage.postgres.partial_results``), as
+    ``shard 2 of 2 (PostgreSQL at host:5432/db)``: the hits then come from the other shards
+    only. Empty (``partial`` false): the answer is complete.
+    """
+
+    missing_shards: tuple[str, ...]
+
+    def __init__(self, hits: Iterable[Hit] = (), *, missing_shards: Iterable[str] = ()) -> None:
+        super().__init__(hits)
+        self.missing_shards = tuple(missing_shards)
+
+    @property
+    def partial(self) -> bool:
+        """Whether shards were missing (the hits leave out what they hold)."""
+        return bool(self.missing_shards)
 
 
 @dataclass(frozen=True, slots=True)

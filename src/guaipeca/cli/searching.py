@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from guaipeca.cli.context import current_settings, open_index, out
+from guaipeca.cli.context import current_settings, err, open_index, out
 from guaipeca.config import MAX_TOP_K, LoadedSettings
 from guaipeca.errors import GuaipecaError
 from guaipeca.index.evidence import MAX_BUDGET
@@ -144,6 +144,8 @@ def search(
         )
     finally:
         idx.close()
+    for shard in hits.missing_shards:
+        err.print(f"warning: partial results: {shard} did not answer; its chunks are left out")
     _print_hits(hits, as_json, whole=budget is not None)
 
 

@@ -318,6 +318,11 @@ class PostgresSettings(FrozenModel):
         default_factory=list,
         description="shard DSNs for a new corpus's chunks (postgres_fdw); empty: on the primary",
     )
+    partial_results: bool = Field(
+        False,
+        description="with a shard down, searches answer from the others, naming it (false: "
+        "an error)",
+    )
     timeout: float = Field(30.0, gt=0, description="seconds per statement")
 
     _dsn = field_validator("dsn", "read_dsn")(non_empty_secret)

@@ -41,7 +41,7 @@ from guaipeca.index.write import (
     check_metadata,
 )
 from guaipeca.search.rerank_http import HttpReranker
-from guaipeca.store import ChunkRow, normalise_where, validate_where
+from guaipeca.store import ChunkRow, normalise_where, partial, validate_where
 from guaipeca.store.contract import Backend, CorpusStore, valid_corpus_name
 from guaipeca.store.embedded.corpus import Corpus
 from guaipeca.store.embedded.reembed import ReembedReport, reembed_corpus
@@ -52,6 +52,7 @@ from guaipeca.types import (
     DocumentInfo,
     DocumentPart,
     Hit,
+    Hits,
     IndexStats,
     NewDocument,
     ReturnMode,
@@ -402,8 +403,9 @@ class Index:
         cancel: threading.Event | None = None,
         explain: bool = False,
         budget: int | None = None,
-    ) -> list[Hit]:
-        """Search the corpora; returns up to ``top_k`` hits, best first.
+    ) -> Hits:
+        """Search the corpora; returns up to ``top_k`` hits, best first (a
+        :class:`~guaipeca.types.Hits`: ``missing_shards`` names the shards a partial search lost).
 
         A hybrid search fuses each corpus's dense and keyword lists by ``fusion`` (default
         ``search.fusion``: ``auto``; index/ranking.py) with ``dense_weight`` and
@@ -456,8 +458,7 @@ class Index:
             explain=explain,
         )  # fmt: skip
         names = self.corpora if corpora is None else list(corpora)  # []: none
-        found, failed = self._run(p, names, checkpoint(cancel), budget, spans)
-        return [dataclasses.replace(h, rerank_error=failed) for h in found] if failed else found
+        return self._run(p, names, checkpoint(cancel), budget, spans)
 
     def _run(
         self,
@@ -466,27 +467,31 @@ class Index:
         check: Callable[[], None],
         budget: int | None,
         spans: int | None,
-    ) -> tuple[list[Hit], str | None]:
-        """A planned search's phases over the corpora ``names``: its hits, and why an HTTP
-        reranker failed (None: it did not)."""
-        stores = [self._corpora.get(n) for n in names]
-        check()
-        qvecs = self._models.query_vectors(p.query, stores) if p.mode != "keyword" else {}
-        weights, models = self._corpora.weights, self._models
-        explained: pipeline.Explained | None = {} if p.explain else None
-        scored = pipeline.retrieve(p, stores, qvecs, weights, models, check, explained)
-        check()
-        scored, failed = pipeline.rerank(
-            p, scored, self._corpora.stores, weights, self.settings, self._http_reranker
-        )
-        check()
-        if budget is not None:
-            found = self._budgeted(p, scored, budget, check)[:spans]
-        else:
-            found = pipeline.shape(p, scored, self._corpora.stores, self.settings.search, check)
+    ) -> Hits:
+        """A planned search's phases over the corpora ``names``: its hits (each with
+        ``rerank_error`` when an HTTP reranker failed) and the shards they miss."""
+        with partial.collecting() as missing:  # the shards a partial search leaves out
+            stores = [self._corpora.get(n) for n in names]
+            check()
+            qvecs = self._models.query_vectors(p.query, stores) if p.mode != "keyword" else {}
+            weights, models = self._corpora.weights, self._models
+            explained: pipeline.Explained | None = {} if p.explain else None
+            scored = pipeline.retrieve(p, stores, qvecs, weights, models, check, explained)
+            check()
+            scored, failed = pipeline.rerank(
+                p, scored, self._corpora.stores, weights, self.settings, self._http_reranker
+            )
+            check()
+            if budget is not None:
+                found = self._budgeted(p, scored, budget, check)[:spans]
+            else:
+                settings = self.settings.search
+                found = pipeline.shape(p, scored, self._corpora.stores, settings, check)
         if explained is not None:
             found = pipeline.explained_hits(found, explained)
-        return found, failed
+        if failed:
+            found = [dataclasses.replace(h, rerank_error=failed) for h in found]
+        return Hits(found, missing_shards=missing)
 
     def _budgeted(
         self, p: pipeline.SearchPlan, scored: list[Scored], budget: int, check: Callable[[], None]

@@ -8,7 +8,7 @@ with the description a client's model reads. They are filled by name from those 
 (:func:`chunk_out`, :func:`hit_out`), so no field list is written twice.
 """
 
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -143,6 +143,13 @@ def hit_out(hit: Hit, source_path: str | None) -> HitOut:
     return _from_record(HitOut, hit, source_path)
 
 
+#: What a search result's ``missing_shards`` means (the search tools share it).
+MISSING_SHARDS_DOC: Final = (
+    "shards of a sharded corpus that did not answer: the hits come from the other shards "
+    "only (storage.postgres.partial_results); empty: the answer is complete"
+)
+
+
 class SearchOut(BaseModel):
     query: str
     mode: str
@@ -152,6 +159,7 @@ class SearchOut(BaseModel):
     hits: list[HitOut]
     #: The character budget the hits were packed into (None: whole chunks).
     budget: int | None = None
+    missing_shards: list[str] = Field(default_factory=list, description=MISSING_SHARDS_DOC)
 
 
 class ChunksOut(BaseModel):

@@ -9,7 +9,8 @@ blocking runs in a worker thread.
 """
 
 import threading
-from typing import Annotated, Any, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -18,7 +19,7 @@ from guaipeca.agentic import CONTENT_TYPES, NeighborSpan, RelatedHit, build_filt
 from guaipeca.enrich import Enrichment
 from guaipeca.index import MAX_QUERY_CHARS, MAX_TOP_K
 from guaipeca.server.limits import SearchGate
-from guaipeca.server.schema import ChunkOut, HitOut
+from guaipeca.server.schema import MISSING_SHARDS_DOC, ChunkOut, HitOut
 from guaipeca.server.service import Service
 from guaipeca.server.tools.common import (
     READ_ONLY,
@@ -29,6 +30,7 @@ from guaipeca.server.tools.common import (
     Registrar,
     in_thread,
 )
+from guaipeca.store import partial
 from guaipeca.types import Hit, SearchMode
 
 __all__ = [
@@ -40,6 +42,8 @@ __all__ = [
     "register_read_neighbors",
     "register_semantic_search",
 ]
+
+T = TypeVar("T")
 
 
 # -- output models -----------------------------------------------------------------------
@@ -61,6 +65,7 @@ class AgentSearchOut(BaseModel):
     filter: dict[str, Any] | None = Field(description="the filter applied (null: none)")
     count: int
     hits: list[HitOut]
+    missing_shards: list[str] = Field(default_factory=list, description=MISSING_SHARDS_DOC)
 
 
 class EnrichedChunkOut(ChunkOut):
@@ -108,6 +113,7 @@ class RelatedOut(BaseModel):
     keywords: list[str] = Field(description="the seeds' key phrases that were followed")
     count: int
     hits: list[RelatedHitOut]
+    missing_shards: list[str] = Field(default_factory=list, description=MISSING_SHARDS_DOC)
 
 
 def enrichment_out(e: Enrichment | None) -> EnrichmentOut | None:
@@ -253,7 +259,12 @@ async def _mode_search(
         )
     )
     return AgentSearchOut(
-        query=query, mode=mode, filter=where, count=len(hits), hits=_hits_out(service, hits)
+        query=query,
+        mode=mode,
+        filter=where,
+        count=len(hits),
+        hits=_hits_out(service, hits),
+        missing_shards=list(hits.missing_shards),
     )
 
 
@@ -390,7 +401,12 @@ def register_filtered_search(tool: Registrar, service: Service, gate: SearchGate
             )
         )
         return AgentSearchOut(
-            query=query, mode=mode, filter=combined, count=len(hits), hits=_hits_out(service, hits)
+            query=query,
+            mode=mode,
+            filter=combined,
+            count=len(hits),
+            hits=_hits_out(service, hits),
+            missing_shards=list(hits.missing_shards),
         )
 
 
@@ -451,6 +467,18 @@ def register_read_neighbors(tool: Registrar, service: Service) -> None:
         return await in_thread(read)
 
 
+def _telling_missing(
+    run: Callable[[threading.Event], T],
+) -> Callable[[threading.Event], tuple[T, list[str]]]:
+    """``run``, and the shards its searches missed (``storage.postgres.partial_results``)."""
+
+    def collected(cancel: threading.Event) -> tuple[T, list[str]]:
+        with partial.collecting() as missing:
+            return run(cancel), missing
+
+    return collected
+
+
 def register_find_related(tool: Registrar, service: Service, gate: SearchGate) -> None:
     """Registers the ``find_related`` tool."""
     idx = service.index
@@ -508,7 +536,7 @@ def register_find_related(tool: Registrar, service: Service, gate: SearchGate) -
             )
             return found, agentic.enrichment(idx, seeds)
 
-        related, extra = await gate.run_cancellable(run)
+        (related, extra), missing = await gate.run_cancellable(_telling_missing(run))
         entities = list(dict.fromkeys(n for e in extra.values() if e for n in e.entities[:12]))
         keywords = list(dict.fromkeys(k for e in extra.values() if e for k in e.keywords[:8]))
         return RelatedOut(
@@ -517,6 +545,7 @@ def register_find_related(tool: Registrar, service: Service, gate: SearchGate) -
             entities=entities,
             keywords=keywords,
             count=len(related),
+            missing_shards=missing,
             hits=[
                 RelatedHitOut(
                     **service.hit_out(r.hit).model_dump(),

@@ -21,7 +21,7 @@ from guaipeca.server.tools.common import (
     BudgetArg,
     Registrar,
 )
-from guaipeca.types import Hit, ReturnMode, SearchMode
+from guaipeca.types import Hits, ReturnMode, SearchMode
 
 __all__ = ["register_search", "resolve_mode"]
 
@@ -140,11 +140,11 @@ async def _run_search(
     max_chars: int,
     explain: bool = False,
     budget: int | None = None,
-) -> list[Hit]:
+) -> Hits:
     """One search through the gate, in a worker thread (scoping the corpora reads the
     index, so it runs there too)."""
 
-    def run(cancel: threading.Event) -> list[Hit]:
+    def run(cancel: threading.Event) -> Hits:
         return service.index.search(
             query,
             top_k=top_k,
@@ -169,10 +169,10 @@ def _search_out(
     mode: SearchMode,
     return_mode: ReturnMode,
     section_mode: bool,
-    hits: list[Hit],
+    hits: Hits,
     budget: int | None = None,
 ) -> SearchOut:
-    """The tool's result: the search as run, and its hits."""
+    """The tool's result: the search as run, its hits, and the shards it missed."""
     return SearchOut(
         query=query,
         mode=mode,
@@ -181,6 +181,7 @@ def _search_out(
         budget=budget,
         count=len(hits),
         hits=[service.hit_out(h) for h in hits],
+        missing_shards=list(hits.missing_shards),
     )
 
 
@@ -215,7 +216,8 @@ def register_search(tool: Registrar, service: Service, gate: SearchGate) -> None
         passage text. Follow up with get_chunk, get_toc or get_document. Whole documents or
         sections come within max_chars characters in all: a hit cut short has truncated: true.
         In long documents, give a budget (characters) to get the best paragraphs and
-        sentences that fit in it instead of whole chunks.
+        sentences that fit in it instead of whole chunks. A non-empty missing_shards means
+        the hits leave out what those shards hold.
         """
         chosen = resolve_mode(mode, hybrid, s.mode)
         hits = await _run_search(

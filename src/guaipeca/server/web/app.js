@@ -316,7 +316,12 @@
     const list = $("results");
     list.replaceChildren();
     $("result-count").hidden = false;
-    $("result-count").textContent = out.count + (out.count === 1 ? " result" : " results") + " (" + out.mode + ")";
+    // A sharded corpus with a shard down, partial results asked for: say which shards are missing.
+    const missing = (out.missing_shards || []).length
+      ? " — partial: " + out.missing_shards.join(", ") + " did not answer"
+      : "";
+    $("result-count").textContent =
+      out.count + (out.count === 1 ? " result" : " results") + " (" + out.mode + ")" + missing;
     out.hits.forEach((hit, i) => {
       const heading = trail(hit).length ? trail(hit).join(" › ") : hit.doc_id;
       const snippet = el("div", { class: "snippet rendered" });

@@ -110,6 +110,7 @@ class PostgresBackend:
         hnsw_threshold: int = 100_000,
         ef_search: int = 100,
         shards: tuple[str, ...] = (),
+        partial_results: bool = False,
         timeout: float = 30.0,
     ) -> None:
         self.primary = _Server(dsn, timeout=timeout, ef_search=ef_search, role="primary")
@@ -122,6 +123,8 @@ class PostgresBackend:
         self.vector_index = vector_index
         self.hnsw_threshold = hnsw_threshold
         self.shards = tuple(shards)
+        #: Searches may answer without the shards that do not answer, naming them.
+        self.partial_results = partial_results
         self.target = self.primary.label
         self._secrets = tuple(
             p
@@ -160,6 +163,7 @@ class PostgresBackend:
             hnsw_threshold=ps.hnsw_threshold,
             ef_search=ps.ef_search,
             shards=tuple(s.get_secret_value() for s in ps.shards),
+            partial_results=ps.partial_results,
             timeout=ps.timeout,
         )
 

@@ -20,6 +20,7 @@ class Connection(Protocol):
     vector_index: str
     hnsw_threshold: int
     shards: tuple[str, ...]
+    partial_results: bool
 
     def run(self, work: Callable[[Conn], T], *, read: bool = False) -> T: ...
 

@@ -36,8 +36,9 @@ from guaipeca.store import ChunkRow
 from guaipeca.store.contract import DenseScan, PreparedDocument, valid_corpus_name
 from guaipeca.store.postgres.connection import Conn, Connection
 from guaipeca.store.postgres.filters import compile_pg_where
+from guaipeca.store.postgres.live import read_live
 from guaipeca.store.postgres.schema import migrate
-from guaipeca.store.postgres.shards import create_shard_tables, shard_rows
+from guaipeca.store.postgres.shards import any_shard_rows, create_shard_tables, shard_rows
 from guaipeca.store.postgres.views import CHUNK_FIELDS, PostgresCatalog, PostgresLexical, chunk_row
 from guaipeca.types import ChunkSpan, CorpusStats, location_of
 
@@ -88,8 +89,13 @@ class PostgresCorpus:
         return PostgresLexical(self)
 
     def read(self, work: Callable[[Conn], T], *, primary: bool = False) -> T:
-        """``work(conn)`` on the read server (the replica when set), or on the primary."""
-        return self.backend.run(work, read=not primary)
+        """``work(conn)`` on the read server (the replica when set), or on the primary.
+
+        On the read server, a search may answer without a shard that does not answer
+        (``partial_results``; :mod:`~guaipeca.store.postgres.live`)."""
+        if primary:
+            return self.backend.run(work)
+        return read_live(self.backend, self.s, work)
 
     def q(self, text: str) -> str:
         """``text`` with ``S.`` naming this corpus's schema (a quoted identifier)."""
@@ -281,10 +287,10 @@ class PostgresCorpus:
         self.build_hnsw()
 
     def has_hnsw(self) -> bool:
-        """Whether the HNSW index exists (with shards: on the first shard)."""
+        """Whether the HNSW index exists (with shards: on the first shard that answers)."""
         statement = "SELECT 1 FROM pg_indexes WHERE schemaname = %s AND indexname = 'chunks_hnsw'"
         if self.backend.shards:
-            return bool(shard_rows(self.backend.shards[0], statement, (self.schema,)))
+            return bool(any_shard_rows(self.backend, statement, (self.schema,)))
         return bool(
             self.backend.run(lambda conn: conn.execute(statement, (self.schema,)).fetchone())
         )
@@ -442,7 +448,7 @@ class PostgresCorpus:
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             return conn.execute(statement, (vec, *params, vec, limit)).fetchall()  # type: ignore[no-any-return]
 
-        rows = self.backend.run(work, read=True)
+        rows = self.read(work)
         ranked = sorted(((int(pk), float(s)) for pk, s in rows), key=lambda t: (-t[1], t[0]))
         return ranked[:n]
 
@@ -493,11 +499,10 @@ class PostgresCorpus:
             f"SELECT s.chunk_pk, s.score FROM s {join}WHERE {cond} "
             "ORDER BY s.score DESC, s.chunk_pk LIMIT %s"
         )
-        rows = self.backend.run(
+        rows = self.read(
             lambda conn: conn.execute(
                 statement, (terms, [counts[t] for t in terms], *params, n)
-            ).fetchall(),
-            read=True,
+            ).fetchall()
         )
         return [(int(pk), float(s)) for pk, s in rows if s > 0]
 
@@ -509,9 +514,7 @@ class PostgresCorpus:
             f"SELECT {CHUNK_FIELDS} FROM S.chunks c JOIN S.documents d ON d.doc_pk = c.doc_pk "
             "WHERE c.chunk_pk = ANY(%s)"
         )
-        found = self.backend.run(
-            lambda conn: conn.execute(statement, (wanted,)).fetchall(), read=True
-        )
+        found = self.read(lambda conn: conn.execute(statement, (wanted,)).fetchall())
         return {r[0]: chunk_row(r) for r in found}
 
     def count(self) -> int:

@@ -11,6 +11,8 @@ re-index repairs it).
 
 A shard that does not answer makes every read and write of the corpus fail with
 :class:`~guaipeca.errors.ShardUnavailableError` naming it: never silently partial results.
+A search may answer from the other shards when partial results were asked for, and is then
+told which shards it misses (:mod:`~guaipeca.store.postgres.live`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,15 @@ from guaipeca.store.postgres.connection import Connection
 from guaipeca.store.postgres.dsn import describe
 from guaipeca.store.postgres.schema import chunk_table_sql
 
-__all__ = ["create_shard_tables", "drop_shard_tables", "server_name", "shard_error", "shard_rows"]
+__all__ = [
+    "any_shard_rows",
+    "create_shard_tables",
+    "drop_shard_tables",
+    "server_name",
+    "shard_error",
+    "shard_label",
+    "shard_rows",
+]
 
 _SERVER = re.compile(r'server "([^"]+)"')
 
@@ -48,6 +58,31 @@ def shard_rows(dsn: str, statement: str, params: tuple[Any, ...]) -> list[Any]:
     with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
         cur = conn.execute(statement, params)  # our statements
         return cur.fetchall() if cur.description else []
+
+
+def any_shard_rows(backend: Connection, statement: str, params: tuple[Any, ...]) -> list[Any]:
+    """One statement run on the first shard that answers (what every shard holds alike, such
+    as its indexes).
+
+    Raises:
+        ShardUnavailableError: no shard answers (the first one is named).
+    """
+    import psycopg
+
+    first: Exception | None = None
+    for dsn in backend.shards:
+        try:
+            return shard_rows(dsn, statement, params)
+        except psycopg.OperationalError as exc:
+            first = first or exc
+    label = shard_label(backend, 0)
+    reason = backend.clean(first) if first else "no shards"
+    raise ShardUnavailableError(
+        f"{label} is not answering ({reason}), nor any other shard; the corpus cannot be "
+        "searched until they are back: start them, then retry",
+        shard=0,
+        label=label,
+    )
 
 
 def create_shard_tables(backend: Connection, conn: Any, schema: str, dim: int) -> None:
@@ -139,8 +174,15 @@ def shard_error(backend: Connection, exc: Exception) -> ShardUnavailableError | 
     if found is None or found.group(1) not in names:
         return None
     i = names[found.group(1)]
+    label = shard_label(backend, i)
     return ShardUnavailableError(
-        f"shard {i + 1} of {len(backend.shards)} ({describe(backend.shards[i])}) is not "
-        f"answering ({backend.clean(exc)}); the corpus cannot be searched or written "
-        "completely until it is back: start it, then retry"
+        f"{label} is not answering ({backend.clean(exc)}); the corpus cannot be searched or "
+        "written completely until it is back: start it, then retry",
+        shard=i,
+        label=label,
     )
+
+
+def shard_label(backend: Connection, i: int) -> str:
+    """How messages name shard ``i``: ``shard 2 of 2 (PostgreSQL at host:5432/db)``."""
+    return f"shard {i + 1} of {len(backend.shards)} ({describe(backend.shards[i])})"
