@@ -82,7 +82,7 @@ class RoundLog:
         self._label, self._unit, self._write, self._interval = label, unit, write, interval
         self._of_total = of_total
         self._started: float | None = None
-        self._last = 0.0
+        self._last: float | None = None  # None: the first round is always written
         self._meter = RateMeter()
 
     def __call__(self, done: int, left: int) -> None:
@@ -92,7 +92,9 @@ class RoundLog:
         if self._started is None:
             self._started, self._meter = now, RateMeter()
         self._meter.observe(done, now)
-        if left and now - self._last < self._interval:
+        # Not "now - 0": the monotonic clock starts at boot, so a machine up for less than
+        # the interval would skip its first line.
+        if left and self._last is not None and now - self._last < self._interval:
             return
         self._last = now
         seconds = now - self._started
