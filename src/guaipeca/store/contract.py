@@ -38,6 +38,7 @@ __all__ = [
     "DocRow",
     "LexicalStats",
     "PreparedDocument",
+    "is_corpus_name",
     "valid_corpus_name",
 ]
 
@@ -59,6 +60,11 @@ def valid_corpus_name(name: str) -> str:
             "starting with a letter or digit"
         )
     return name
+
+
+def is_corpus_name(name: str) -> bool:
+    """Whether ``name`` is a valid corpus name (a backend's listing skips anything else)."""
+    return isinstance(name, str) and _NAME.match(name) is not None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from guaipeca.errors import BackendUnavailableError, ConfigError, GuaipecaError
-from guaipeca.store.contract import valid_corpus_name
+from guaipeca.store.contract import is_corpus_name, valid_corpus_name
 from guaipeca.store.postgres.connection import Conn
 from guaipeca.store.postgres.dsn import describe, scrub
 from guaipeca.store.postgres.shards import drop_shard_tables, shard_error
@@ -233,7 +233,7 @@ class PostgresBackend:
             ).fetchall()
             return [r[0][len(self.prefix) :] for r in rows]
 
-        return sorted(n for n in self.run(names) if _is_corpus_name(n))
+        return sorted(n for n in self.run(names) if is_corpus_name(n))
 
     def open_corpus(
         self, name: str, *, language: str | None, model: str, dim: int
@@ -297,14 +297,6 @@ class PostgresBackend:
         self.primary.close()
         if self.replica is not None:
             self.replica.close()
-
-
-def _is_corpus_name(name: str) -> bool:
-    try:
-        valid_corpus_name(name)
-    except ConfigError:
-        return False
-    return True
 
 
 def connect_once(dsn: str) -> psycopg.Connection[tuple[Any, ...]]:

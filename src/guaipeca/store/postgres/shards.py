@@ -115,26 +115,14 @@ def create_shard_tables(backend: Connection, conn: Any, schema: str, dim: int) -
         conn.execute(
             sql.SQL(
                 "CREATE SERVER IF NOT EXISTS {} FOREIGN DATA WRAPPER postgres_fdw OPTIONS ({})"
-            ).format(
-                server,
-                sql.SQL(", ").join(
-                    sql.SQL("{} {}").format(sql.Identifier(k), sql.Literal(v))
-                    for k, v in options.items()
-                ),
-            )
+            ).format(server, _options(options))
         )
         login = {k: str(parts[k]) for k in ("user", "password") if parts.get(k) is not None}
         if login:
             conn.execute(
                 sql.SQL(
                     "CREATE USER MAPPING IF NOT EXISTS FOR CURRENT_USER SERVER {} OPTIONS ({})"
-                ).format(
-                    server,
-                    sql.SQL(", ").join(
-                        sql.SQL("{} {}").format(sql.Identifier(k), sql.Literal(v))
-                        for k, v in login.items()
-                    ),
-                )
+                ).format(server, _options(login))
             )
         for table in ("chunks", "postings"):
             conn.execute(
@@ -163,6 +151,15 @@ def drop_shard_tables(backend: Connection, schema: str) -> None:
     s = sql.Identifier(schema).as_string(None)
     for dsn in backend.shards:
         _shard_sql(dsn, [f"DROP SCHEMA IF EXISTS {s} CASCADE"])
+
+
+def _options(values: dict[str, str]) -> Any:
+    """``OPTIONS (...)``'s list: each name an identifier, each value a literal."""
+    from psycopg import sql
+
+    return sql.SQL(", ").join(
+        sql.SQL("{} {}").format(sql.Identifier(k), sql.Literal(v)) for k, v in values.items()
+    )
 
 
 def shard_error(backend: Connection, exc: Exception) -> ShardUnavailableError | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from guaipeca.errors import BackendUnavailableError, ConfigError, GuaipecaError
-from guaipeca.store.contract import valid_corpus_name
+from guaipeca.store.contract import is_corpus_name, valid_corpus_name
 
 if TYPE_CHECKING:
     from qdrant_client import QdrantClient
@@ -165,7 +165,7 @@ class QdrantBackend:
     def corpus_names(self) -> list[str]:
         found = self.call(self.client.get_collections).collections
         names = [c.name[len(self.prefix) :] for c in found if c.name.startswith(self.prefix)]
-        return sorted(n for n in names if _is_corpus_name(n))
+        return sorted(n for n in names if is_corpus_name(n))
 
     def open_corpus(self, name: str, *, language: str | None, model: str, dim: int) -> QdrantCorpus:
         from guaipeca.store.qdrant.corpus import QdrantCorpus
@@ -179,14 +179,6 @@ class QdrantBackend:
 
     def close(self) -> None:
         self.client.close()
-
-
-def _is_corpus_name(name: str) -> bool:
-    try:
-        valid_corpus_name(name)
-    except ConfigError:
-        return False
-    return True
 
 
 def _transport_error(exc: Exception) -> bool:
