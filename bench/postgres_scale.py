@@ -27,6 +27,7 @@ import os
 import platform
 import resource
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -206,6 +207,8 @@ def main() -> None:
     ap.add_argument("--shards", action="store_true", help="also a corpus over two shards")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/postgres-scale.json")
     args = ap.parse_args()
+    # A stopped run (kill) still stops its servers and removes its work folder (finally).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     texts = abstracts()
     qtexts = (queries() * 10)[: args.queries]
     qvecs = unit_vectors(args.queries, seed=10**9)
@@ -223,6 +226,13 @@ def main() -> None:
         "clients": args.clients,
         "queries": args.queries,
     }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save(phase: str) -> None:  # after each phase: a run cut short keeps what it measured
+        result["phases_done"] = [*result.get("phases_done", []), phase]
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"  {phase} done", file=sys.stderr)
+
     try:
         backend = PostgresBackend(primary.dsn(), vector_index="exact", timeout=3600)
         pg = PostgresCorpus(backend, "bench", language="english", model="synthetic", dim=DIM)
@@ -244,6 +254,7 @@ def main() -> None:
         write_s = fill(stores, args.chunks, texts)
         pg.compact()
         result["write_seconds"] = {k: round(v, 1) for k, v in write_s.items()}
+        save("write")
         exact = [[pk for pk, _ in pg.dense(v, 10)] for v in qvecs]
         emb_exact = [[pk for pk, _ in emb.dense(v, 10)] for v in qvecs]
         result["embedded_vs_postgres_exact_top10_overlap"] = recall(emb_exact, exact)
@@ -252,9 +263,12 @@ def main() -> None:
             for q in queries()[:50]
         )
         result["keyword_top10_identical_of_50"] = kw_same
+        save("parity")
         lat: dict[str, Any] = {}
         lat["embedded"] = latency(lambda t, v: hybrid(emb, t, v), qtexts, qvecs, args.clients)
         lat["postgres_exact"] = latency(lambda t, v: hybrid(pg, t, v), qtexts, qvecs, args.clients)
+        result["hybrid_latency"] = lat
+        save("latency, exact")
         print("building HNSW", file=sys.stderr)
         started = time.perf_counter()
         pg.build_hnsw()
@@ -265,6 +279,7 @@ def main() -> None:
         )
         approx = [[pk for pk, _ in pg_hnsw.dense(v, 10)] for v in qvecs]
         result["hnsw_recall_at_10_vs_exact"] = recall(approx, exact)
+        save("hnsw")
         lat["postgres_hnsw"] = latency(
             lambda t, v: hybrid(pg_hnsw, t, v), qtexts, qvecs, args.clients
         )
@@ -301,7 +316,7 @@ def main() -> None:
         for server in [primary, *shards]:
             pgs.discard(server)
         shutil.rmtree(work, ignore_errors=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    result["phases_done"] = [*result.get("phases_done", []), "all"]
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
 
