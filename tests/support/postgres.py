@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from guaipeca.types import NewDocument
+
 if TYPE_CHECKING:
     from guaipeca.store.postgres.backend import PostgresBackend
 
@@ -264,6 +266,22 @@ class Cluster:
         for server in self.all():
             server.stop("immediate")
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+def shard_docs(count: int = 30, first: int = 0) -> list[NewDocument]:
+    """Notes ``first`` .. ``first + count - 1``, two sections each, with metadata ``n`` and
+    ``tags``: the documents the shard tests spread over their servers."""
+    return [
+        NewDocument(
+            f"d{i:02d}",
+            f"# Note {i}\n\n## Part A\n\napple report {i} "
+            + "filler words " * (i % 7)
+            + f"\n\n## Part B\n\npear notes {i} "
+            + "more text " * (i % 5),
+            metadata={"n": i, "tags": ["odd" if i % 2 else "even"]},
+        )
+        for i in range(first, first + count)
+    ]
 
 
 def start_server(name: str) -> PgServer:

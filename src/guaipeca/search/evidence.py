@@ -332,10 +332,12 @@ def _grown(block: _Block, room: Callable[[int, int], bool]) -> tuple[int, int] |
     for lo in range(best, -1, -1):
         if not room(sents[lo][0], sents[best][1]):
             break
+        total = sum(scores[lo:best])  # the run's score, grown with it
         for hi in range(best, len(sents)):
             if not room(sents[lo][0], sents[hi][1]):
                 break
-            candidate = (sents[hi][1] - sents[lo][0], sum(scores[lo : hi + 1]))
+            total += scores[hi]
+            candidate = (sents[hi][1] - sents[lo][0], total)
             if candidate > key:
                 chosen, key = (lo, hi), candidate
     return sents[chosen[0]][0], sents[chosen[1]][1]

@@ -16,14 +16,14 @@ import psycopg
 import pytest
 from mcp import Client
 
-from guaipeca import Index, NewDocument
+from guaipeca import Index
 from guaipeca.cli import main
 from guaipeca.config import load_settings
 from guaipeca.embed import HashingEmbedder
 from guaipeca.errors import ShardUnavailableError
 from guaipeca.server import Service, build_server
 from support.mcp import tool_data
-from support.postgres import PASSWORD, PgServer, open_backend, prefix_for
+from support.postgres import PASSWORD, PgServer, open_backend, prefix_for, shard_docs
 from support.qdrant import NO_PHRASES
 
 pytestmark = pytest.mark.slow  # three servers' worth of set-up on first use
@@ -34,20 +34,6 @@ FILTERS: tuple[dict[str, Any] | None, ...] = (
     {"n": {"$gte": 12}},
     {"tags": {"$contains": "odd"}},
 )
-
-
-def _docs(count: int = 30, first: int = 0) -> list[NewDocument]:
-    return [
-        NewDocument(
-            f"d{i:02d}",
-            f"# Note {i}\n\n## Part A\n\napple report {i} "
-            + "filler words " * (i % 7)
-            + f"\n\n## Part B\n\npear notes {i} "
-            + "more text " * (i % 5),
-            metadata={"n": i, "tags": ["odd" if i % 2 else "even"]},
-        )
-        for i in range(first, first + count)
-    ]
 
 
 def _open(folder: Path, shards: list[PgServer], *, partial: bool) -> Index:
@@ -91,7 +77,7 @@ def test_partial_results_come_from_the_live_shard_and_name_the_lost_one(
 ) -> None:
     caplog.set_level(logging.INFO, logger="guaipeca")
     index = _open(tmp_path, pg_shards, partial=True)
-    index.add_documents(_docs())
+    index.add_documents(shard_docs())
     strict = _open(tmp_path, pg_shards, partial=False)  # the same corpus, not asking
     live_pks = _pks(index, pg_shards[1 - lost])
     assert live_pks and _pks(index, pg_shards[lost])  # both shards hold chunks
@@ -138,13 +124,13 @@ def test_writes_and_reads_outside_a_search_fail_with_a_shard_down_even_when_part
     tmp_path: Path, pg_primary: PgServer, pg_shards: list[PgServer], down: list[PgServer]
 ) -> None:
     index = _open(tmp_path, pg_shards, partial=True)
-    index.add_documents(_docs(12))
+    index.add_documents(shard_docs(12))
     before = index.stats().documents
     hit = index.search("pear notes", mode="keyword", top_k=1)[0]
     pg_shards[1].stop("fast")
     down.append(pg_shards[1])
     with pytest.raises(ShardUnavailableError, match=r"^shard 2 of 2 \("):
-        index.add_documents(_docs(8, first=40))
+        index.add_documents(shard_docs(8, first=40))
     with pytest.raises(ShardUnavailableError, match=r"^shard 2 of 2 \("):
         index.delete_document("d01")
     with pytest.raises(ShardUnavailableError, match=r"^shard 2 of 2 \("):
@@ -185,7 +171,7 @@ def test_the_cli_says_on_stderr_which_shard_its_results_miss(
 ) -> None:
     notes = tmp_path / "notes"
     notes.mkdir()
-    for doc in _docs(12):
+    for doc in shard_docs(12):
         (notes / f"{doc.doc_id}.md").write_text(doc.text)
     partial = _config(tmp_path, pg_primary, pg_shards, partial=True)
     strict = _config(tmp_path, pg_primary, pg_shards, partial=False)
@@ -221,7 +207,7 @@ async def test_the_mcp_search_tools_name_the_shards_their_hits_miss(
         Path(_config(tmp_path, pg_primary, pg_shards, partial=True)), env={}, cwd=tmp_path
     )
     index = _open(tmp_path, pg_shards, partial=True)
-    index.add_documents(_docs(12), corpus="notes")
+    index.add_documents(shard_docs(12), corpus="notes")
     schema = index.store("notes").schema  # type: ignore[attr-defined]
     with psycopg.connect(pg_shards[0].dsn()) as conn:
         live = {f"notes:{r[0]}" for r in conn.execute(f'SELECT chunk_pk FROM "{schema}".chunks')}

@@ -8,27 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from guaipeca import Index, NewDocument
+from guaipeca import Index
 from guaipeca.embed import HashingEmbedder
 from guaipeca.errors import ShardUnavailableError
-from support.postgres import PASSWORD, PgServer, open_backend
+from support.postgres import PASSWORD, PgServer, open_backend, shard_docs
 from support.qdrant import NO_PHRASES
 
 pytestmark = pytest.mark.slow  # four servers' worth of set-up on first use
-
-
-def _docs() -> list[NewDocument]:
-    return [
-        NewDocument(
-            f"d{i:02d}",
-            f"# Note {i}\n\n## Part A\n\napple report {i} "
-            + "filler words " * (i % 7)
-            + f"\n\n## Part B\n\npear notes {i} "
-            + "more text " * (i % 5),
-            metadata={"n": i, "tags": ["odd" if i % 2 else "even"]},
-        )
-        for i in range(30)
-    ]
 
 
 def _results(index: Index) -> list[list[tuple[str, float]]]:
@@ -53,7 +39,7 @@ def test_sharded_corpus_answers_as_one_server(
     )
     sharded = _open(tmp_path / "two", pg_shards)
     for index in (single, sharded):
-        index.add_documents(_docs())
+        index.add_documents(shard_docs())
     assert _results(sharded) == _results(single)
     counts = []
     for shard in pg_shards:  # both shards hold part of the chunks
@@ -74,7 +60,7 @@ def test_a_lost_shard_is_a_clear_error_naming_it(
     tmp_path: Path, pg_primary: PgServer, pg_shards: list[PgServer]
 ) -> None:
     index = _open(tmp_path, pg_shards)
-    index.add_documents(_docs()[:6])
+    index.add_documents(shard_docs()[:6])
     pg_shards[1].stop("fast")
     try:
         for mode in ("dense", "keyword"):

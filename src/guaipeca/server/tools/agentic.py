@@ -31,7 +31,7 @@ from guaipeca.server.tools.common import (
     in_thread,
 )
 from guaipeca.store import partial
-from guaipeca.types import Hit, SearchMode
+from guaipeca.types import Hit, Hits, SearchMode
 
 __all__ = [
     "register_filtered_search",
@@ -225,6 +225,20 @@ def _default_k(service: Service) -> int:
     return min(service.settings.search.top_k, TOOL_MAX_TOP_K)
 
 
+def _search_out(
+    service: Service, query: str, mode: str, where: dict[str, Any] | None, hits: Hits
+) -> AgentSearchOut:
+    """A search tool's result: the search as run, its hits, and the shards it missed."""
+    return AgentSearchOut(
+        query=query,
+        mode=mode,
+        filter=where,
+        count=len(hits),
+        hits=_hits_out(service, hits),
+        missing_shards=list(hits.missing_shards),
+    )
+
+
 def _hits_out(service: Service, hits: list[Hit]) -> list[HitOut]:
     return [service.hit_out(h) for h in hits]
 
@@ -258,14 +272,7 @@ async def _mode_search(
             budget=budget,
         )
     )
-    return AgentSearchOut(
-        query=query,
-        mode=mode,
-        filter=where,
-        count=len(hits),
-        hits=_hits_out(service, hits),
-        missing_shards=list(hits.missing_shards),
-    )
+    return _search_out(service, query, mode, where, hits)
 
 
 def register_keyword_search(tool: Registrar, service: Service, gate: SearchGate) -> None:
@@ -400,14 +407,7 @@ def register_filtered_search(tool: Registrar, service: Service, gate: SearchGate
                 budget=budget,
             )
         )
-        return AgentSearchOut(
-            query=query,
-            mode=mode,
-            filter=combined,
-            count=len(hits),
-            hits=_hits_out(service, hits),
-            missing_shards=list(hits.missing_shards),
-        )
+        return _search_out(service, query, mode, combined, hits)
 
 
 def register_read_chunk(tool: Registrar, service: Service) -> None:
