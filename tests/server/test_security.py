@@ -775,6 +775,11 @@ def test_one_identity_cannot_hold_every_search_slot() -> None:
             who[0] = "bob"
             assert await gate.run(lambda: 2) == 2  # another caller still gets a slot
             release.set()
+        # The abandoned searches' threads give their slots back when they end, a moment
+        # after their callers left (bounded wait: a slot still held after 5 s fails below).
+        with anyio.move_on_after(5):
+            while gate.running:
+                await anyio.sleep(0.01)
         who[0] = "alice"
         assert await gate.run(lambda: 3) == 3 and gate.running == 0
 

